@@ -1,0 +1,1 @@
+"""Attacks on trained federations: membership inference and gradient inversion (never imports privaudit.audit)."""

@@ -1,0 +1,1 @@
+"""Gradient-inversion attacks; they return reconstructions and labels."""

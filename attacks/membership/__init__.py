@@ -1,0 +1,1 @@
+"""Membership-inference attacks and canaries; they return score arrays."""

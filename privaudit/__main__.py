@@ -1,0 +1,5 @@
+import sys
+
+from privaudit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,284 @@
+"""Per-client privacy ledger for federated learning.
+
+Training code never computes ε. Privatizers emit :class:`PrivacyEvent` values — *who* paid (a client
+id, or :data:`SERVER` for client-level guarantees enforced at the server), *when* (round), *what*
+(a mechanism and how many times it ran) and *on which assumptions* the accounting rests (e.g.
+"sensitivity τ/|D| per Upcycled-FL Thm 6.2"). The ledger stores them, composes each client's events
+into a :class:`~privaudit.accounting.mechanisms.Composition`, and asks an accountant for ε.
+
+Two rules are enforced here rather than left to callers:
+
+* the summary of a federation is ``max`` over clients (with the mean beside it) — never ε evaluated
+  at the mean client (the Upcycled-FL ε̄ mistake, spec U8);
+* an event marked ``valid=False`` (for example noise scaled by an unprivatised, data-dependent clip
+  norm, spec P2) makes that client's ε *not valid*: it is reported, never silently used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from privaudit.accounting.mechanisms import (
+    Composition,
+    Mechanism,
+    Neighbouring,
+    mechanism_from_dict,
+    mechanism_to_dict,
+)
+from privaudit.errors import InvalidParameterError
+
+#: Subject id of client-level events enforced by the server (central DP over clients).
+SERVER = "server"
+
+LEDGER_SCHEMA = "privaudit.ledger/1"
+
+
+@dataclass(frozen=True)
+class PrivacyEvent:
+    """One privatised release: ``count`` runs of ``mechanism`` charged to ``client_id`` in ``round``."""
+
+    client_id: str
+    round: int
+    mechanism: Mechanism
+    count: int = 1
+    assumptions: tuple[str, ...] = ()
+    valid: bool = True
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "client_id", str(self.client_id))
+        if isinstance(self.count, bool) or int(self.count) != self.count or self.count < 1:
+            raise InvalidParameterError(f"event count must be a positive integer, got {self.count!r}")
+        object.__setattr__(self, "count", int(self.count))
+        object.__setattr__(self, "round", int(self.round))
+        object.__setattr__(self, "assumptions", tuple(str(a) for a in self.assumptions))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "client_id": self.client_id,
+            "round": self.round,
+            "mechanism": mechanism_to_dict(self.mechanism),
+            "count": self.count,
+            "assumptions": list(self.assumptions),
+            "valid": self.valid,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyEvent:
+        try:
+            return cls(
+                client_id=data["client_id"],
+                round=data["round"],
+                mechanism=mechanism_from_dict(data["mechanism"]),
+                count=data.get("count", 1),
+                assumptions=tuple(data.get("assumptions", ())),
+                valid=bool(data.get("valid", True)),
+                note=str(data.get("note", "")),
+            )
+        except KeyError as exc:
+            raise InvalidParameterError(f"privacy event lacks field {exc}") from None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A client's (ε, δ) budget."""
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self) -> None:
+        if not self.epsilon > 0 or math.isnan(self.epsilon):
+            raise InvalidParameterError(f"a privacy budget ε must be positive, got {self.epsilon}")
+        if not 0 < self.delta < 1:
+            raise InvalidParameterError(f"a privacy budget δ must lie in (0, 1), got {self.delta}")
+
+
+@dataclass(frozen=True)
+class ClientEpsilon:
+    """Accounting result for one client."""
+
+    client_id: str
+    epsilon: float
+    budget: float | None
+    rounds: int
+    steps: int
+    assumptions: tuple[str, ...]
+    valid: bool
+    accountant: str
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.epsilon > self.budget * (1 + 1e-9)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "epsilon": self.epsilon,
+            "budget": self.budget,
+            "rounds": self.rounds,
+            "steps": self.steps,
+            "assumptions": list(self.assumptions),
+            "valid": self.valid,
+            "over_budget": self.over_budget,
+        }
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """max / mean over clients, and every client's value. ``max_epsilon`` is the federation's guarantee."""
+
+    accountant: str
+    delta: float
+    per_client: dict[str, ClientEpsilon]
+
+    @property
+    def max_epsilon(self) -> float:
+        return max((c.epsilon for c in self.per_client.values()), default=0.0)
+
+    @property
+    def mean_epsilon(self) -> float:
+        values = [c.epsilon for c in self.per_client.values()]
+        return sum(values) / len(values) if values else 0.0
+
+    @property
+    def all_valid(self) -> bool:
+        return all(c.valid for c in self.per_client.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accountant": self.accountant,
+            "delta": self.delta,
+            "max_epsilon": self.max_epsilon,
+            "mean_epsilon": self.mean_epsilon,
+            "all_valid": self.all_valid,
+            "per_client": {cid: c.to_dict() for cid, c in self.per_client.items()},
+        }
+
+
+@dataclass
+class PrivacyLedger:
+    """Privacy events per client, optional per-client budgets, and per-client ε on demand."""
+
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    events: list[PrivacyEvent] = field(default_factory=list)
+    budgets: dict[str, Budget] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.neighbouring = Neighbouring.parse(self.neighbouring)
+
+    # -- recording -------------------------------------------------------------------------------
+    def record(self, event: PrivacyEvent) -> None:
+        self.events.append(event)
+
+    def record_all(self, events: Iterable[PrivacyEvent]) -> None:
+        self.events.extend(events)
+
+    def set_budget(self, client_id: str | int, epsilon: float, delta: float) -> None:
+        self.budgets[str(client_id)] = Budget(float(epsilon), float(delta))
+
+    # -- queries ---------------------------------------------------------------------------------
+    def clients(self) -> list[str]:
+        seen = dict.fromkeys(list(self.budgets) + [e.client_id for e in self.events])
+        return sorted(seen, key=_natural_key)
+
+    def events_for(self, client_id: str | int) -> list[PrivacyEvent]:
+        cid = str(client_id)
+        return [e for e in self.events if e.client_id == cid]
+
+    def composition_for(self, client_id: str | int, extra: Iterable[tuple[Mechanism, int]] = ()) -> Composition:
+        entries = [(e.mechanism, e.count) for e in self.events_for(client_id)]
+        return Composition(entries + list(extra), self.neighbouring)
+
+    def epsilon_for(self, client_id: str | int, delta: float, accountant: str = "rdp") -> ClientEpsilon:
+        from privaudit.accounting.accountants import get_accountant
+
+        cid = str(client_id)
+        events = self.events_for(cid)
+        acct = get_accountant(accountant)
+        composition = self.composition_for(cid)
+        eps = 0.0 if composition.is_empty else acct.epsilon(composition, delta).epsilon
+        assumptions = tuple(dict.fromkeys(a for e in events for a in e.assumptions))
+        budget = self.budgets.get(cid)
+        return ClientEpsilon(
+            client_id=cid,
+            epsilon=eps,
+            budget=budget.epsilon if budget else None,
+            rounds=len({e.round for e in events}),
+            steps=sum(e.count for e in events),
+            assumptions=assumptions,
+            valid=all(e.valid for e in events),
+            accountant=acct.name,
+        )
+
+    def summary(self, delta: float, accountant: str = "rdp") -> LedgerSummary:
+        per_client = {cid: self.epsilon_for(cid, delta, accountant) for cid in self.clients()}
+        from privaudit.accounting.accountants import get_accountant
+
+        return LedgerSummary(accountant=get_accountant(accountant).name, delta=delta, per_client=per_client)
+
+    def can_participate(
+        self,
+        client_id: str | int,
+        mechanism: Mechanism,
+        count: int = 1,
+        accountant: str = "rdp",
+        delta: float | None = None,
+    ) -> bool:
+        """Pre-check: would ``count`` more runs of ``mechanism`` keep the client within its budget?
+
+        Clients without a budget may always participate. ``delta`` defaults to the budget's δ.
+        """
+        from privaudit.accounting.accountants import get_accountant
+
+        budget = self.budgets.get(str(client_id))
+        if budget is None:
+            return True
+        composition = self.composition_for(client_id, extra=[(mechanism, count)])
+        eps = get_accountant(accountant).epsilon(composition, delta if delta is not None else budget.delta).epsilon
+        return eps <= budget.epsilon * (1 + 1e-12)
+
+    def rounds_per_client(self) -> dict[str, int]:
+        rounds: dict[str, set[int]] = defaultdict(set)
+        for e in self.events:
+            rounds[e.client_id].add(e.round)
+        return {cid: len(r) for cid, r in rounds.items()}
+
+    # -- persistence -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": LEDGER_SCHEMA,
+            "neighbouring": self.neighbouring.value,
+            "budgets": {cid: {"epsilon": b.epsilon, "delta": b.delta} for cid, b in self.budgets.items()},
+            "events": [e.to_dict() for e in self.events],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
+        if not isinstance(data, dict) or data.get("schema") != LEDGER_SCHEMA:
+            raise InvalidParameterError(f"not a privaudit ledger (expected schema {LEDGER_SCHEMA!r})")
+        ledger = cls(neighbouring=data.get("neighbouring", "add_remove"))
+        for cid, b in data.get("budgets", {}).items():
+            ledger.set_budget(cid, b["epsilon"], b["delta"])
+        ledger.record_all(PrivacyEvent.from_dict(e) for e in data.get("events", []))
+        return ledger
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> PrivacyLedger:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidParameterError(f"cannot read ledger {path}: {exc}") from None
+        return cls.from_dict(data)
+
+
+def _natural_key(cid: str) -> tuple:
+    return (0, int(cid), "") if cid.isdigit() else (1, 0, cid)

@@ -1,0 +1,307 @@
+"""What was released, as small immutable values that every accountant consumes.
+
+A mechanism describes *one* release; :class:`Composition` is a sequence of ``(mechanism, count)``
+pairs plus the neighbouring relation the guarantee is stated for. Parameters carry their meaning in
+their names, so a Laplace *scale* can never be passed where a per-step ε is expected (the
+``LaplaceMechanism(mu=...)`` footgun of prv-accountant, spec ``accountants.md`` §2.6).
+
+Sensitivities are stated under **add/remove-one** neighbours. Under **replace-one** neighbours a record
+can be removed and another added, so the L2 (Gaussian) or L1 (Laplace) sensitivity doubles
+(cf. google/differential-privacy #378); :meth:`Composition.effective` applies this once, in one place.
+
+Units: for Gaussian releases ``noise_multiplier`` is the noise standard deviation in the units in which
+the sensitivity is measured (for DP-SGD: std / clipping norm, with ``sensitivity=1``); the accountants use
+the *effective* multiplier z = noise_multiplier / sensitivity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from privaudit.errors import InvalidParameterError
+
+
+class Neighbouring(str, Enum):
+    """Neighbouring relation of the DP guarantee."""
+
+    ADD_REMOVE = "add_remove"
+    REPLACE_ONE = "replace_one"
+
+    @classmethod
+    def parse(cls, value: str | Neighbouring) -> Neighbouring:
+        if isinstance(value, Neighbouring):
+            return value
+        key = str(value).strip().lower().replace("-", "_")
+        for member in cls:
+            if member.value == key:
+                return member
+        raise InvalidParameterError(f"unknown neighbouring relation {value!r}; use 'add-remove' or 'replace-one'")
+
+
+class Sampling(str, Enum):
+    """How records (or clients) are sampled into each step."""
+
+    POISSON = "poisson"
+    FIXED_SIZE_WITHOUT_REPLACEMENT = "fixed_size_without_replacement"
+
+    @classmethod
+    def parse(cls, value: str | Sampling) -> Sampling:
+        if isinstance(value, Sampling):
+            return value
+        key = str(value).strip().lower().replace("-", "_")
+        aliases = {"fixed_size": cls.FIXED_SIZE_WITHOUT_REPLACEMENT, "without_replacement": cls.FIXED_SIZE_WITHOUT_REPLACEMENT}
+        for member in cls:
+            if member.value == key:
+                return member
+        if key in aliases:
+            return aliases[key]
+        raise InvalidParameterError(f"unknown sampling {value!r}; use 'poisson' or 'fixed-size-without-replacement'")
+
+
+def _positive(name: str, value: float) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}") from None
+    if not value > 0 or math.isnan(value):
+        raise InvalidParameterError(f"{name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """One Gaussian release: noise std ``noise_multiplier`` on a query of L2 sensitivity ``sensitivity``.
+
+    ``noise_multiplier = inf`` is allowed and means "no information released" (ε = 0).
+    """
+
+    noise_multiplier: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(self, "sensitivity", _positive("sensitivity", self.sensitivity))
+
+    @property
+    def z(self) -> float:
+        """Effective noise multiplier σ/Δ under add/remove neighbours."""
+        return self.noise_multiplier / self.sensitivity
+
+    def describe(self) -> str:
+        return f"Gaussian(σ={self.noise_multiplier:g}, Δ={self.sensitivity:g})"
+
+
+@dataclass(frozen=True)
+class SubsampledGaussian:
+    """DP-SGD step: sample records at rate ``sample_rate``, add Gaussian noise of multiplier ``noise_multiplier``.
+
+    ``sampling`` is ``poisson`` (each record independently with probability q; add/remove neighbours) or
+    ``fixed_size_without_replacement`` (a batch of q·n records; analysed under replace-one neighbours,
+    Wang, Balle & Kasiviswanathan 2019).
+    """
+
+    noise_multiplier: float
+    sample_rate: float
+    sampling: Sampling = Sampling.POISSON
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
+        q = _positive("sample_rate", self.sample_rate)
+        if q > 1.0:
+            raise InvalidParameterError(f"sample_rate must lie in (0, 1], got {q}")
+        object.__setattr__(self, "sample_rate", q)
+        object.__setattr__(self, "sampling", Sampling.parse(self.sampling))
+
+    @property
+    def z(self) -> float:
+        return self.noise_multiplier
+
+    def describe(self) -> str:
+        kind = "Poisson" if self.sampling is Sampling.POISSON else "fixed-size w/o replacement"
+        return f"SubsampledGaussian(σ={self.noise_multiplier:g}, q={self.sample_rate:g}, {kind})"
+
+
+@dataclass(frozen=True)
+class Laplace:
+    """One Laplace release with noise *scale* b on a query of L1 sensitivity Δ: (Δ/b)-DP per release."""
+
+    scale: float
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _positive("scale", self.scale))
+        object.__setattr__(self, "sensitivity", _positive("sensitivity", self.sensitivity))
+
+    @property
+    def epsilon_per_release(self) -> float:
+        return self.sensitivity / self.scale
+
+    def describe(self) -> str:
+        return f"Laplace(b={self.scale:g}, Δ={self.sensitivity:g})"
+
+
+@dataclass(frozen=True)
+class PureDP:
+    """A release proven ε-DP in closed form (e.g. Thm 6.3 of Upcycled-FL) for the relation ``proven_for``.
+
+    A guarantee proven for add/remove implies 2ε under replace-one (group privacy of size 2); one proven
+    only for replace-one says nothing about add/remove and is refused there.
+    """
+
+    epsilon: float
+    proven_for: Neighbouring = Neighbouring.ADD_REMOVE
+
+    def __post_init__(self) -> None:
+        eps = float(self.epsilon)
+        if not eps >= 0 or math.isnan(eps):
+            raise InvalidParameterError(f"epsilon must be non-negative, got {self.epsilon}")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "proven_for", Neighbouring.parse(self.proven_for))
+
+    def describe(self) -> str:
+        return f"PureDP(ε={self.epsilon:g}, proven for {self.proven_for.value})"
+
+
+Mechanism = Gaussian | SubsampledGaussian | Laplace | PureDP
+MECHANISM_TYPES = (Gaussian, SubsampledGaussian, Laplace, PureDP)
+
+
+@dataclass(frozen=True)
+class Composition:
+    """Sequential composition of ``(mechanism, count)`` pairs under one neighbouring relation.
+
+    Equal consecutive mechanisms are merged; the order of entries never changes the guarantee.
+    """
+
+    entries: tuple[tuple[Mechanism, int], ...]
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+
+    def __init__(
+        self,
+        entries: Iterable[tuple[Mechanism, int]] | Mechanism = (),
+        neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
+    ) -> None:
+        if isinstance(entries, MECHANISM_TYPES):
+            entries = [(entries, 1)]
+        merged: dict[Mechanism, int] = {}
+        for item in entries:
+            try:
+                mechanism, count = item
+            except (TypeError, ValueError):
+                raise InvalidParameterError(f"composition entries must be (mechanism, count) pairs, got {item!r}") from None
+            if not isinstance(mechanism, MECHANISM_TYPES):
+                raise InvalidParameterError(f"unknown mechanism {mechanism!r}")
+            if isinstance(count, bool) or not float(count).is_integer() or int(count) < 0:
+                raise InvalidParameterError(f"count must be a non-negative integer, got {count!r}")
+            if int(count) == 0:
+                continue
+            merged[mechanism] = merged.get(mechanism, 0) + int(count)
+        object.__setattr__(self, "entries", tuple(merged.items()))
+        object.__setattr__(self, "neighbouring", Neighbouring.parse(neighbouring))
+
+    @classmethod
+    def of(cls, mechanism: Mechanism, count: int = 1, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE) -> Composition:
+        return cls([(mechanism, count)], neighbouring)
+
+    def __iter__(self) -> Iterator[tuple[Mechanism, int]]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __add__(self, other: Composition) -> Composition:
+        if other.neighbouring is not self.neighbouring:
+            raise InvalidParameterError("cannot compose guarantees stated for different neighbouring relations")
+        return Composition(list(self.entries) + list(other.entries), self.neighbouring)
+
+    @property
+    def total_count(self) -> int:
+        return sum(count for _, count in self.entries)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.entries
+
+    def kinds(self) -> set[type]:
+        return {type(m) for m, _ in self.entries}
+
+    def describe(self) -> str:
+        body = " + ".join(f"{count}×{m.describe()}" for m, count in self.entries) or "nothing"
+        return f"{body} [{self.neighbouring.value}]"
+
+    def to_dict(self) -> dict:
+        return {"neighbouring": self.neighbouring.value, "entries": [[mechanism_to_dict(m), c] for m, c in self.entries]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Composition:
+        try:
+            entries = [(mechanism_from_dict(m), int(c)) for m, c in data["entries"]]
+            return cls(entries, data.get("neighbouring", "add_remove"))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidParameterError):
+                raise
+            raise InvalidParameterError(f"malformed composition: {exc}") from None
+
+
+def mechanism_to_dict(mechanism: Mechanism) -> dict:
+    """JSON form ``{"type": ..., <fields>}`` of a mechanism (enums as their string values)."""
+    out: dict = {"type": type(mechanism).__name__}
+    for name in mechanism.__dataclass_fields__:
+        value = getattr(mechanism, name)
+        out[name] = value.value if isinstance(value, Enum) else value
+    return out
+
+
+_BY_NAME = {cls.__name__: cls for cls in MECHANISM_TYPES}
+_ALIASES = {
+    "gaussian": "Gaussian",
+    "subsampled_gaussian": "SubsampledGaussian",
+    "subsampled-gaussian": "SubsampledGaussian",
+    "laplace": "Laplace",
+    "pure_dp": "PureDP",
+    "pure-dp": "PureDP",
+    "puredp": "PureDP",
+}
+
+
+def mechanism_from_dict(data: dict) -> Mechanism:
+    """Inverse of :func:`mechanism_to_dict`; unknown types or fields raise :class:`InvalidParameterError`."""
+    if not isinstance(data, dict) or "type" not in data:
+        raise InvalidParameterError(f"a mechanism must be an object with a 'type' field, got {data!r}")
+    name = _ALIASES.get(str(data["type"]).lower(), str(data["type"]))
+    cls = _BY_NAME.get(name)
+    if cls is None:
+        raise InvalidParameterError(f"unknown mechanism type {data['type']!r}; known: {', '.join(sorted(_BY_NAME))}")
+    fields = {k: v for k, v in data.items() if k != "type"}
+    unknown = set(fields) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise InvalidParameterError(f"unknown field(s) for {name}: {', '.join(sorted(unknown))}")
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise InvalidParameterError(f"bad {name} parameters: {exc}") from None
+
+
+def effective_gaussian_multiplier(mechanism: Gaussian | SubsampledGaussian, neighbouring: Neighbouring) -> float:
+    """z used by the accountants: σ/Δ under add/remove, σ/(2Δ) for a plain Gaussian under replace-one."""
+    z = mechanism.z
+    if isinstance(mechanism, Gaussian) and neighbouring is Neighbouring.REPLACE_ONE:
+        z /= 2.0
+    return z
+
+
+def effective_laplace_epsilon(mechanism: Laplace, neighbouring: Neighbouring) -> float:
+    eps = mechanism.epsilon_per_release
+    return 2.0 * eps if neighbouring is Neighbouring.REPLACE_ONE else eps
+
+
+def effective_pure_epsilon(mechanism: PureDP, neighbouring: Neighbouring) -> float | None:
+    """ε per release under ``neighbouring``; ``None`` when the proof does not cover that relation."""
+    if mechanism.proven_for is neighbouring:
+        return mechanism.epsilon
+    if mechanism.proven_for is Neighbouring.ADD_REMOVE and neighbouring is Neighbouring.REPLACE_ONE:
+        return 2.0 * mechanism.epsilon
+    return None

@@ -1,0 +1,1 @@
+"""Statistics that turn attack scores into ε lower bounds; claims and verdicts."""

@@ -1,0 +1,1 @@
+"""Offline datasets, local-file loaders and partitioners for federations."""

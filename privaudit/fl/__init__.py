@@ -1,0 +1,1 @@
+"""Federated training: the round loop, algorithms, privatizers and checkpoints."""

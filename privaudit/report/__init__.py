@@ -1,0 +1,1 @@
+"""Result files rendered to JSON, Markdown and HTML with figures."""
