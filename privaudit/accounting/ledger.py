@@ -196,14 +196,18 @@ class PrivacyLedger:
         return Composition(entries + list(extra), self.neighbouring)
 
     def epsilon_for(self, client_id: str | int, delta: float, accountant: str = "rdp") -> ClientEpsilon:
-        from privaudit.accounting.accountants import get_accountant
+        return self._client_epsilon(str(client_id), delta, _resolve(accountant), {})
 
-        cid = str(client_id)
-        events = self.events_for(cid)
-        acct = get_accountant(accountant)
-        composition = self.composition_for(cid)
-        eps = 0.0 if composition.is_empty else acct.epsilon(composition, delta).epsilon
-        assumptions = tuple(dict.fromkeys(a for e in events for a in e.assumptions))
+    def _client_epsilon(self, cid: str, delta: float, acct, memo: dict[Composition, float],
+                        events: list[PrivacyEvent] | None = None) -> ClientEpsilon:
+        events = self.events_for(cid) if events is None else events
+        composition = Composition([(e.mechanism, e.count) for e in events], self.neighbouring)
+        if composition.is_empty:
+            eps = 0.0
+        elif composition in memo:
+            eps = memo[composition]
+        else:
+            eps = memo[composition] = acct.epsilon(composition, delta).epsilon
         budget = self.budgets.get(cid)
         return ClientEpsilon(
             client_id=cid,
@@ -211,16 +215,24 @@ class PrivacyLedger:
             budget=budget.epsilon if budget else None,
             rounds=len({e.round for e in events}),
             steps=sum(e.count for e in events),
-            assumptions=assumptions,
+            assumptions=tuple(dict.fromkeys(a for e in events for a in e.assumptions)),
             valid=all(e.valid for e in events),
             accountant=acct.name,
         )
 
     def summary(self, delta: float, accountant: str = "rdp") -> LedgerSummary:
-        per_client = {cid: self.epsilon_for(cid, delta, accountant) for cid in self.clients()}
-        from privaudit.accounting.accountants import get_accountant
-
-        return LedgerSummary(accountant=get_accountant(accountant).name, delta=delta, per_client=per_client)
+        """ε of every client (identical compositions are computed once; RDP curves are batched)."""
+        acct = _resolve(accountant)
+        prefetch = getattr(acct, "prefetch", None)
+        if prefetch is not None:
+            prefetch({e.mechanism for e in self.events}, self.neighbouring)
+        memo: dict[Composition, float] = {}
+        by_client: dict[str, list[PrivacyEvent]] = defaultdict(list)
+        for e in self.events:
+            by_client[e.client_id].append(e)
+        per_client = {cid: self._client_epsilon(cid, delta, acct, memo, by_client.get(cid, [])) for cid in self.clients()}
+        name = next(iter(per_client.values())).accountant if per_client else acct.name
+        return LedgerSummary(accountant=name, delta=delta, per_client=per_client)
 
     def can_participate(
         self,
@@ -234,13 +246,11 @@ class PrivacyLedger:
 
         Clients without a budget may always participate. ``delta`` defaults to the budget's δ.
         """
-        from privaudit.accounting.accountants import get_accountant
-
         budget = self.budgets.get(str(client_id))
         if budget is None:
             return True
         composition = self.composition_for(client_id, extra=[(mechanism, count)])
-        eps = get_accountant(accountant).epsilon(composition, delta if delta is not None else budget.delta).epsilon
+        eps = _resolve(accountant).epsilon(composition, delta if delta is not None else budget.delta).epsilon
         return eps <= budget.epsilon * (1 + 1e-12)
 
     def rounds_per_client(self) -> dict[str, int]:
@@ -278,6 +288,12 @@ class PrivacyLedger:
         except (OSError, json.JSONDecodeError) as exc:
             raise InvalidParameterError(f"cannot read ledger {path}: {exc}") from None
         return cls.from_dict(data)
+
+
+def _resolve(accountant):
+    from privaudit.accounting.accountants import get_accountant
+
+    return get_accountant(accountant)
 
 
 def _natural_key(cid: str) -> tuple:

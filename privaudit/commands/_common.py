@@ -57,4 +57,4 @@ def json_safe(value: Any) -> Any:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(json_safe(obj), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2, sort_keys=False, ensure_ascii=False) + "\n")

@@ -1,0 +1,124 @@
+"""The accountant protocol and its result values.
+
+Every accountant answers two questions about a :class:`~privaudit.accounting.mechanisms.Composition`:
+``epsilon(composition, delta)`` and ``delta(composition, epsilon)``. Before answering it checks that it
+*supports* the composition (every mechanism, under the stated neighbouring relation); an unsupported
+request raises :class:`~privaudit.errors.UnsupportedMechanismError` with the reason — never a wrong number.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from privaudit.accounting.mechanisms import Composition
+from privaudit.errors import InvalidParameterError, UnsupportedMechanismError
+
+
+@dataclass(frozen=True)
+class EpsilonResult:
+    """ε at a given δ from one accountant.
+
+    ``epsilon`` is the accountant's answer: a certified upper bound, unless ``approximate`` is set (GDP's
+    central-limit approximation). Accountants that return an interval also fill ``lower`` and ``estimate``.
+    """
+
+    accountant: str
+    epsilon: float
+    delta: float
+    lower: float | None = None
+    estimate: float | None = None
+    approximate: bool = False
+    notes: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def json_value(self) -> float | dict[str, float]:
+        """The value as it appears under ``"epsilon"`` in ``--json`` output."""
+        if self.lower is None and self.estimate is None:
+            return self.epsilon
+        return {"lower": self.lower, "estimate": self.estimate, "upper": self.epsilon}
+
+
+@dataclass(frozen=True)
+class DeltaResult:
+    """δ at a given ε from one accountant (``delta`` is an upper bound unless ``approximate``)."""
+
+    accountant: str
+    delta: float
+    epsilon: float
+    lower: float | None = None
+    estimate: float | None = None
+    approximate: bool = False
+    notes: tuple[str, ...] = ()
+
+    def json_value(self) -> float | dict[str, float]:
+        if self.lower is None and self.estimate is None:
+            return self.delta
+        return {"lower": self.lower, "estimate": self.estimate, "upper": self.delta}
+
+
+def check_delta(delta: float) -> float:
+    try:
+        delta = float(delta)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"delta must be a number, got {delta!r}") from None
+    if not 0.0 < delta < 1.0:
+        raise InvalidParameterError(f"delta must lie in (0, 1), got {delta}")
+    return delta
+
+
+def check_epsilon(epsilon: float) -> float:
+    try:
+        epsilon = float(epsilon)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"epsilon must be a number, got {epsilon!r}") from None
+    if not epsilon >= 0.0 or math.isinf(epsilon):
+        raise InvalidParameterError(f"epsilon must be a finite non-negative number, got {epsilon}")
+    return epsilon
+
+
+class Accountant(ABC):
+    """An accountant: declares what it supports and answers ε(δ) and δ(ε) for compositions."""
+
+    #: Registry name (``rdp``, ``prv``, ``pld``, ``gdp``, ``pure``).
+    name: str = ""
+    #: One line for listings.
+    description: str = ""
+    #: True when answers are approximations rather than certified upper bounds.
+    approximate: bool = False
+
+    @abstractmethod
+    def unsupported_reason(self, composition: Composition) -> str | None:
+        """``None`` if every entry is supported, else one sentence saying what is not and why."""
+
+    def supports(self, composition: Composition) -> bool:
+        return self.unsupported_reason(composition) is None
+
+    def check(self, composition: Composition) -> None:
+        if not isinstance(composition, Composition):
+            raise InvalidParameterError(f"expected a Composition, got {type(composition).__name__}")
+        reason = self.unsupported_reason(composition)
+        if reason is not None:
+            raise UnsupportedMechanismError(f"the {self.name} accountant cannot account for this: {reason}")
+
+    def epsilon(self, composition: Composition, delta: float) -> EpsilonResult:
+        delta = check_delta(delta)
+        self.check(composition)
+        if composition.is_empty:
+            return EpsilonResult(self.name, 0.0, delta, notes=("nothing was released",))
+        return self._epsilon(composition, delta)
+
+    def delta(self, composition: Composition, epsilon: float) -> DeltaResult:
+        epsilon = check_epsilon(epsilon)
+        self.check(composition)
+        if composition.is_empty:
+            return DeltaResult(self.name, 0.0, epsilon, notes=("nothing was released",))
+        return self._delta(composition, epsilon)
+
+    @abstractmethod
+    def _epsilon(self, composition: Composition, delta: float) -> EpsilonResult: ...
+
+    @abstractmethod
+    def _delta(self, composition: Composition, epsilon: float) -> DeltaResult: ...
