@@ -1,0 +1,339 @@
+"""The seed papers' model architectures, built by name for any dataset they fit.
+
+Every model takes ``input_shape`` (without the batch dimension) and ``num_classes`` from the dataset, so
+the same name builds the paper's exact network on the paper's data (e.g. ``upcycled-mlp`` is 784-196-10 on
+MNIST) and a same-shaped network on the offline substitutes (64-196-10 on scikit-learn digits).
+
+Every model returns **logits**; the loss (cross-entropy) is the caller's. The Upcycled-FL and PFA reference
+codes applied cross-entropy to a softmax output ("double softmax", spec §1.2 and §4.2); the affected
+builders say so in their docstrings and do not reproduce it.
+
+Sources: ``../shared/spec/seed_code.md`` §1.2 (Upcycled-FL), §2.2 (PrivateFL), §3.1 (FedReg), §4.2 (PFA);
+Zhu et al. 2019 "Deep Leakage from Gradients" (the DLG LeNet); Zhu & Blaschko 2021 "R-GAP" (the
+"cnn6"-style ConvNet used for gradient inversion).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+from privaudit.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from privaudit.data.base import FederatedDataset
+
+__all__ = [
+    "MODEL_NAMES",
+    "build_model",
+    "count_parameters",
+    "default_model_for",
+    "describe_models",
+    "model_fits",
+]
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars in ``model``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _flat_size(input_shape: tuple[int, ...]) -> int:
+    return math.prod(input_shape)
+
+
+def _image_shape(name: str, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    if len(input_shape) != 3:
+        raise InvalidParameterError(
+            f"model {name!r} needs image inputs shaped (channels, height, width), got input shape {input_shape}"
+        )
+    return input_shape  # type: ignore[return-value]
+
+
+def _feature_count(name: str, features: nn.Module, image_shape: tuple[int, int, int]) -> int:
+    """Size of ``features``' flattened output on one image; a clear error when the image is too small."""
+    try:
+        with torch.no_grad():
+            out = features(torch.zeros(1, *image_shape))
+    except RuntimeError as exc:
+        raise InvalidParameterError(
+            f"model {name!r} does not fit input shape {image_shape}: the image is too small for its convolutions"
+        ) from exc
+    if out.numel() == 0:
+        raise InvalidParameterError(f"model {name!r} does not fit input shape {image_shape}: no features are left")
+    return int(out.numel())
+
+
+def _tf_same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TensorFlow 'same' padding along one axis: (before, after), the extra pixel going after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+# --------------------------------------------------------------------------- flat models
+
+
+class LogisticRegression(nn.Module):
+    """Multinomial logistic regression on the flattened input: one ``nn.Linear(d, C)``, logits out.
+
+    ``init="upcycled"``: weights ~ N(0, 0.01²), bias 0, as Upcycled-FL's ``LogisticRegression`` (spec §1.2,
+    ``nn.Linear(20, 2)`` on its synthetic data: 42 parameters). ``init="zeros"``: W = 0, b = 0, as PFA's
+    logistic regression (spec §4.2, 7,850 parameters on MNIST). ``init="torch"``: PyTorch's default.
+    Both reference codes put a softmax in the model and cross-entropy on top ("double softmax"); this
+    model returns logits.
+    """
+
+    def __init__(self, in_features: int, num_classes: int, init: str = "upcycled") -> None:
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.linear = nn.Linear(in_features, num_classes)
+        if init == "upcycled":
+            nn.init.normal_(self.linear.weight, mean=0.0, std=0.01)
+            nn.init.zeros_(self.linear.bias)
+        elif init == "zeros":
+            nn.init.zeros_(self.linear.weight)
+            nn.init.zeros_(self.linear.bias)
+        elif init != "torch":
+            raise InvalidParameterError(f"unknown init {init!r} for logistic regression: use upcycled, zeros or torch")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.flatten(x))
+
+
+def _logreg(input_shape: tuple[int, ...], num_classes: int, init: str = "upcycled") -> nn.Module:
+    """Logistic regression (Upcycled-FL ``nn.Linear(20, 2)`` on its synthetic data; spec §1.2)."""
+    return LogisticRegression(_flat_size(input_shape), num_classes, init=init)
+
+
+def _pfa_lr(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """PFA logistic regression, zero-initialised (spec §4.2; 7,850 parameters on MNIST, Table 5).
+
+    The reference code applied ``sparse_softmax_cross_entropy_with_logits`` to ``softmax(xW + b)`` (double
+    softmax); this model returns the logits ``xW + b``.
+    """
+    return LogisticRegression(_flat_size(input_shape), num_classes, init="zeros")
+
+
+def _upcycled_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 196, dropout: float = 0.5) -> nn.Module:
+    """Upcycled-FL's FEMNIST ``Twolayer`` MLP: Linear(d,196) → ReLU → Dropout(0.5) → Linear(196,C) (spec §1.2).
+
+    784-196-10 on MNIST-shaped data = 155,830 parameters. The reference model ended in ``Softmax`` under
+    ``nn.CrossEntropyLoss`` (double softmax); this one returns logits.
+    """
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(_flat_size(input_shape), hidden),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(hidden, num_classes),
+    )
+
+
+def _privatefl_dnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """PrivateFL's ``mnist_fully_connected``: d-600-100-C, ReLU, no biases (spec §2.2).
+
+    531,400 parameters on 784 inputs with C = 10. The paper's personalised ``InputNorm`` layer (the
+    ``*_IN`` variant) is not part of this builder; the PrivateFL algorithm adds it in front.
+    """
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(_flat_size(input_shape), 600, bias=False),
+        nn.ReLU(),
+        nn.Linear(600, 100, bias=False),
+        nn.ReLU(),
+        nn.Linear(100, num_classes, bias=False),
+    )
+
+
+# --------------------------------------------------------------------------- convolutional models
+
+
+class _FeaturesThenHead(nn.Module):
+    """A convolutional feature extractor, a flatten, and a classifier head built for its output size."""
+
+    def __init__(self, features: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.features = features
+        self.flatten = nn.Flatten()
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.flatten(self.features(x)))
+
+
+def _fedreg_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """FedReg's MNIST/EMNIST CNN (spec §3.1, ``models/mnist/cnn.py``).
+
+    Conv(c,32,5)-ReLU-Conv(32,32,5)-MaxPool2-ReLU-Conv(32,64,5)-MaxPool2-ReLU-Flatten-Linear(·,256)-ReLU-
+    Linear(256,C); the flattened size is 576 on 28×28 inputs. Needs images of at least 20×20.
+    """
+    channels, _, _ = shape = _image_shape("fedreg-cnn", input_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 32, 5),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, 5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 5),
+        nn.MaxPool2d(2),
+        nn.ReLU(),
+    )
+    flat = _feature_count("fedreg-cnn", features, shape)
+    head = nn.Sequential(nn.Linear(flat, 256), nn.ReLU(), nn.Linear(256, num_classes))
+    return _FeaturesThenHead(features, head)
+
+
+def _pfa_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """PFA's MNIST CNN, the TF-privacy tutorial network (spec §4.2; 26,010 parameters, PFA Table 5).
+
+    Conv(16, 8×8, stride 2, 'same', ReLU)-MaxPool(2, stride 1)-Conv(32, 4×4, stride 2, 'valid', ReLU)-
+    MaxPool(2, stride 1)-Flatten-Dense(32, ReLU)-Dense(C). TensorFlow's 'same' padding puts the odd extra
+    pixel after the image; it is reproduced with an explicit (possibly asymmetric) zero padding.
+    """
+    channels, height, width = shape = _image_shape("pfa-cnn", input_shape)
+    top, bottom = _tf_same_padding(height, 8, 2)
+    left, right = _tf_same_padding(width, 8, 2)
+    features = nn.Sequential(
+        nn.ZeroPad2d((left, right, top, bottom)),
+        nn.Conv2d(channels, 16, 8, stride=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2, stride=1),
+        nn.Conv2d(16, 32, 4, stride=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2, stride=1),
+    )
+    flat = _feature_count("pfa-cnn", features, shape)
+    head = nn.Sequential(nn.Linear(flat, 32), nn.ReLU(), nn.Linear(32, num_classes))
+    return _FeaturesThenHead(features, head)
+
+
+def _convnet(input_shape: tuple[int, ...], num_classes: int, negative_slope: float = 0.2) -> nn.Module:
+    """A small ConvNet for gradient-inversion experiments, after R-GAP's "cnn6" (Zhu & Blaschko 2021).
+
+    Six 3×3 convolutions (16, 32, 32, 64, 64, 96 channels; strides 1, 2, 1, 2, 1, 2; padding 1) with
+    LeakyReLU and no normalisation layer, then one linear layer: 140,522 parameters on 3×32×32 with
+    C = 10. Without BatchNorm a single example's gradient is a function of that example alone, which is the
+    setting gradient-inversion attacks (and FedReg's one-step attack, spec §3.2) assume.
+    """
+    channels, _, _ = shape = _image_shape("convnet", input_shape)
+    widths = (16, 32, 32, 64, 64, 96)
+    strides = (1, 2, 1, 2, 1, 2)
+    layers: list[nn.Module] = []
+    previous = channels
+    for width, stride in zip(widths, strides, strict=True):
+        layers += [nn.Conv2d(previous, width, 3, stride=stride, padding=1), nn.LeakyReLU(negative_slope)]
+        previous = width
+    features = nn.Sequential(*layers)
+    flat = _feature_count("convnet", features, shape)
+    return _FeaturesThenHead(features, nn.Linear(flat, num_classes))
+
+
+def _lenet_dlg(input_shape: tuple[int, ...], num_classes: int, init_range: float = 0.5) -> nn.Module:
+    """The LeNet of "Deep Leakage from Gradients" (Zhu, Liu & Han 2019).
+
+    Three 5×5 convolutions with 12 channels, padding 2 and strides 2, 2, 1, each followed by a sigmoid,
+    then one linear layer (768 inputs on 32×32 images). Every weight and bias is drawn from
+    U(−0.5, 0.5), as the DLG code does; sigmoid activations keep the network twice differentiable,
+    which the DLG attack's gradient matching needs.
+    """
+    channels, _, _ = shape = _image_shape("lenet-dlg", input_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 12, 5, stride=2, padding=2),
+        nn.Sigmoid(),
+        nn.Conv2d(12, 12, 5, stride=2, padding=2),
+        nn.Sigmoid(),
+        nn.Conv2d(12, 12, 5, stride=1, padding=2),
+        nn.Sigmoid(),
+    )
+    flat = _feature_count("lenet-dlg", features, shape)
+    model = _FeaturesThenHead(features, nn.Linear(flat, num_classes))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.uniform_(-init_range, init_range)
+    return model
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class _ModelEntry:
+    builder: Callable[..., nn.Module]
+    summary: str
+
+
+_MODELS: dict[str, _ModelEntry] = {
+    "logreg": _ModelEntry(_logreg, "logistic regression on the flattened input (Upcycled-FL Linear(20,2); spec §1.2)"),
+    "upcycled-mlp": _ModelEntry(_upcycled_mlp, "Linear(d,196)-ReLU-Dropout(0.5)-Linear(196,C) (Upcycled-FL FEMNIST; spec §1.2)"),
+    "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected; spec §2.2)"),
+    "fedreg-cnn": _ModelEntry(_fedreg_cnn, "FedReg MNIST CNN: 3 conv 5×5 + 2 linear (spec §3.1)"),
+    "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST; spec §4.2)"),
+    "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST; spec §4.2)"),
+    "convnet": _ModelEntry(_convnet, "6-conv LeakyReLU ConvNet without BatchNorm for gradient inversion (R-GAP cnn6 style)"),
+    "lenet-dlg": _ModelEntry(_lenet_dlg, "DLG LeNet: 3 sigmoid 5×5 convs (12 ch) + linear, U(-0.5,0.5) init (Zhu et al. 2019)"),
+}
+
+MODEL_NAMES: tuple[str, ...] = tuple(_MODELS)
+
+
+def describe_models() -> dict[str, str]:
+    """Model name → one-line description (for ``privaudit train --list``)."""
+    return {name: entry.summary for name, entry in _MODELS.items()}
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **kw: Any) -> nn.Module:
+    """Build model ``name`` for inputs of ``input_shape`` (no batch dimension) and ``num_classes`` classes.
+
+    Extra keyword arguments go to the architecture (e.g. ``init`` for ``logreg``, ``dropout`` for
+    ``upcycled-mlp``). Unknown names, unknown keywords and inputs the architecture cannot take raise
+    :class:`InvalidParameterError`. Weights are drawn from torch's global generator: seed it first.
+    """
+    entry = _MODELS.get(name)
+    if entry is None:
+        raise InvalidParameterError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+    shape = tuple(int(d) for d in input_shape)
+    if not shape or any(d < 1 for d in shape):
+        raise InvalidParameterError(f"input shape must be non-empty with positive sizes, got {tuple(input_shape)}")
+    if int(num_classes) < 2:
+        raise InvalidParameterError(f"a classifier needs at least 2 classes, got num_classes={num_classes}")
+    try:
+        return entry.builder(shape, int(num_classes), **kw)
+    except TypeError as exc:
+        if "unexpected keyword argument" not in str(exc):
+            raise
+        raise InvalidParameterError(f"model {name!r} does not take option(s) {sorted(kw)}") from exc
+
+
+def model_fits(name: str, input_shape: tuple[int, ...], num_classes: int = 10) -> bool:
+    """Whether ``build_model(name, input_shape, num_classes)`` succeeds (the architecture takes that input)."""
+    try:
+        build_model(name, input_shape, num_classes)
+    except InvalidParameterError:
+        return False
+    return True
+
+
+def default_model_for(dataset: FederatedDataset) -> str:
+    """The model a run uses when none is named: the paper's model for the data's kind.
+
+    Feature vectors → ``logreg`` (Upcycled-FL's synthetic model); single-channel images → ``upcycled-mlp``
+    (Upcycled-FL's FEMNIST model, the spec §5 substitute); colour images → ``convnet``. Token sequences
+    (LEAF Sent140) have no model here yet and raise :class:`InvalidParameterError`.
+    """
+    if dataset.metadata.get("input_kind") == "token_ids":
+        raise InvalidParameterError(
+            f"dataset {dataset.name!r} holds token sequences and privaudit has no text model yet; "
+            "load it with text_encoding='bow' to train logreg on bag-of-words features"
+        )
+    shape = dataset.input_shape
+    if len(shape) == 1:
+        return "logreg"
+    if len(shape) == 3 and shape[0] == 3:
+        return "convnet"
+    return "upcycled-mlp"
