@@ -49,7 +49,9 @@ DEFAULT_ORDERS = np.unique(
 
 
 def _as_orders(orders: np.ndarray | list[float] | None) -> np.ndarray:
-    arr = DEFAULT_ORDERS if orders is None else np.asarray(orders, dtype=float)
+    if orders is None or orders is DEFAULT_ORDERS:
+        return DEFAULT_ORDERS
+    arr = np.asarray(orders, dtype=float)
     if arr.ndim != 1 or arr.size == 0 or np.any(arr <= 1) or not np.all(np.isfinite(arr)):
         raise ValueError("RDP orders must be a non-empty 1-D array of finite values > 1")
     return arr
@@ -185,9 +187,12 @@ def _log_a_fractional_batch(q: np.ndarray, sigma: np.ndarray, orders: np.ndarray
     near_one = log_a < 0.5
     if np.any(near_one):
         mi, ai = np.nonzero(near_one)
-        w = np.exp(log_w[mi])  # [P, J]
-        em1 = np.expm1(orders[ai][:, None] * g[mi]) * w
-        diff = np.where(em1 > 0, em1, 0.0).sum(axis=1) - np.where(em1 < 0, -em1, 0.0).sum(axis=1)
+        x_ag = orders[ai][:, None] * g[mi]  # [P, J]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # w·(e^x − 1) in log space: log w + log|e^x − 1|, positive part (x > 0) and negative part apart.
+            log_pos = np.where(x_ag > 0, log_w[mi] + _log_expm1(np.where(x_ag > 0, x_ag, 1.0)), -np.inf)
+            log_neg = np.where(x_ag < 0, log_w[mi] + np.log(-np.expm1(np.where(x_ag < 0, x_ag, -1.0))), -np.inf)
+        diff = np.exp(log_pos).sum(axis=1) - np.exp(log_neg).sum(axis=1)
         log_a = log_a.copy()
         log_a[mi, ai] = np.where(diff > 0, np.log1p(np.maximum(diff, 0.0)), np.maximum(log_a[mi, ai], 0.0))
     return np.maximum(log_a, 0.0)

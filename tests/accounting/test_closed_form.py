@@ -1,0 +1,90 @@
+"""The papers' closed forms reproduce their printed numbers and expose their assumptions."""
+
+import math
+
+import pytest
+
+from privaudit.accounting import closed_form as cf
+from privaudit.accounting.accountants import get_accountant
+from privaudit.errors import InvalidParameterError
+
+
+def test_upcycled_output_paper_numbers():
+    # spec §1.5: M=80, σ=1 → 1.587; M=40, σ=0.8 → 1.402; σ² convention → 1.753 (U1); corrected 1.562 (U4)
+    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3).value == pytest.approx(1.587, abs=1e-3)
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3).value == pytest.approx(1.402, abs=1e-3)
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3, noise_std="sigma-squared").value == pytest.approx(1.753, abs=1e-3)
+    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, form="corrected").value == pytest.approx(1.562, abs=1e-3)
+    # U3: replace-one doubles the sensitivity: 3.17
+    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, sensitivity="replace-one").value == pytest.approx(3.17, abs=0.01)
+
+
+def test_upcycled_output_clipped_model_is_huge():
+    # spec U2: Δ = 2τ with the code's std (σ² = 1 for σ = 1): r = M·Δ²/(2s²) → ε in the tens of thousands
+    res = cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, sensitivity="clipped-model", form="corrected")
+    assert res.value > 10_000
+
+
+def test_upcycled_output_composition_is_the_same_mechanism():
+    res = cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3)
+    (mech, count), = res.composition.entries
+    assert count == 80 and mech.noise_multiplier == 1.0 and mech.sensitivity == pytest.approx(10 / 224.2)
+    tight = get_accountant("auto").epsilon(res.composition, 1e-3).epsilon
+    assert tight < res.value  # the printed moments-accountant bound is looser than the exact Gaussian ε
+    assert any("FAILED" not in a for a in res.assumptions)
+    assert res.failed_assumptions  # δ·|D| = 0.22 is not small
+
+
+def test_upcycled_objective_numbers_and_failed_assumptions():
+    # spec §1.5: formula with μ=0.5, |D|=224.2 gives 7.64 (M=80, α=10) and 7.39 (M=40, α=20); μ=1, |D|≈225 → 7.36
+    assert cf.upcycled_objective_perturbation(80, 10, 0.5, 1, 0.25, 224.2).value == pytest.approx(7.64, abs=0.01)
+    assert cf.upcycled_objective_perturbation(40, 20, 0.5, 1, 0.25, 224.2).value == pytest.approx(7.39, abs=0.01)
+    assert cf.upcycled_objective_perturbation(80, 10, 1.0, 1, 0.25, 225).value == pytest.approx(7.36, abs=0.01)
+    printed = cf.upcycled_objective_perturbation(40, 20, 0.5, 1, 0.25, 224.2, terms="printed")
+    assert printed.details["terms"] == 41
+    fedavg = cf.upcycled_objective_perturbation(40, 20, 0.0, 1, 0.25, 224.2)
+    assert math.isinf(fedavg.value) and not fedavg.valid and fedavg.composition is None
+    bad = cf.upcycled_objective_perturbation(40, 20, 0.5, 1, 100.0, 224.2)
+    assert any("u₂" in a for a in bad.failed_assumptions)
+
+
+def test_pfa_reference_calibration_and_true_epsilon():
+    # spec F1: N_m = 1200, B = 8 (q = 1/150), T* = 8000, δ = 1e-5: σ = 13.33/ε; claimed 1 → RDP 0.158
+    q = 8 / 1200
+    sigma = cf.pfa_reference_noise(q, 8000, 1e-5, 1.0)
+    assert sigma == pytest.approx(13.33, abs=0.01)
+    assert cf.pfa_reference_epsilon(q, 8000, 1e-5, sigma) == pytest.approx(1.0)
+    res = cf.pfa_reference(q, 8000, 1e-5, 1.0)
+    assert get_accountant("rdp").epsilon(res.composition, 1e-5).epsilon == pytest.approx(0.158, abs=0.005)
+
+
+def test_pfa_reference_public_client_under_noised():
+    # spec F1: N = 2000, B = 4 (q = 1/500): claimed 10 → actual 23.0 (RDP)
+    res = cf.pfa_reference(4 / 2000, 8000, 1e-5, 10.0)
+    assert get_accountant("rdp").epsilon(res.composition, 1e-5).epsilon == pytest.approx(23.0, rel=0.03)
+
+
+def test_per_tensor_clipping_effective_multiplier():
+    # spec P1: MNIST DNN, L = 3, σ = 6.37, q = 1, 150 rounds, δ = 1e-3: claimed 8 → RDP 16.6
+    z = cf.per_tensor_effective_multiplier(6.37, 3).value
+    assert z == pytest.approx(6.37 / math.sqrt(3))
+    from privaudit.accounting import Composition, Gaussian
+
+    assert get_accountant("rdp").epsilon(Composition.of(Gaussian(z), 150), 1e-3).epsilon == pytest.approx(16.6, abs=0.1)
+
+
+def test_expected_client_steps():
+    assert cf.expected_client_steps(clients_per_round=8, rounds=100, num_clients=10, local_steps=100) == 8000
+
+
+@pytest.mark.parametrize("kwargs", [{"form": "x"}, {"noise_std": "sigma-cubed"}, {"sensitivity": "tiny"}])
+def test_bad_switches(kwargs):
+    with pytest.raises(InvalidParameterError):
+        cf.upcycled_output_perturbation(10, 1.0, 1.0, 100, 1e-3, **kwargs)
+
+
+def test_bad_numbers():
+    with pytest.raises(InvalidParameterError):
+        cf.upcycled_output_perturbation(0, 1.0, 1.0, 100, 1e-3)
+    with pytest.raises(InvalidParameterError):
+        cf.pfa_reference_noise(0.1, 100, 1e-5, -1.0)
