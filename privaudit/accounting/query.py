@@ -35,6 +35,7 @@ class EpsilonReport:
     unavailable: dict[str, str] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
     composition: Composition | None = None
+    extra_assumptions: list[str] = field(default_factory=list)
 
     @property
     def answer(self) -> EpsilonResult | None:
@@ -42,8 +43,9 @@ class EpsilonReport:
 
     def assumptions(self) -> list[str]:
         if self.closed_form is None:
-            return []
-        return list(self.closed_form.assumptions) + [f"FAILED: {a}" for a in self.closed_form.failed_assumptions]
+            return list(self.extra_assumptions)
+        return (list(self.closed_form.assumptions) + list(self.extra_assumptions)
+                + [f"FAILED: {a}" for a in self.closed_form.failed_assumptions])
 
     def to_dict(self) -> dict[str, Any]:
         epsilon: dict[str, Any] = {name: res.json_value() for name, res in self.results.items()}

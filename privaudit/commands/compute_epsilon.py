@@ -110,8 +110,11 @@ def _build(mechanism: str, p: dict[str, Any]):
             if q is None or not 0 < q <= 1:
                 raise fail(f"--sample-rate must lie in (0, 1], got {q}")
             mech = SubsampledGaussian(z, q, Sampling.parse(p["sampling"] or "poisson"))
-        closed = cf.per_tensor_effective_multiplier(sigma, tensors) if tensors is not None else None
-        return Composition.of(mech, steps, rel), closed, {}
+        inputs: dict[str, Any] = {}
+        if tensors is not None:
+            per_tensor = cf.per_tensor_effective_multiplier(sigma, tensors)
+            inputs = {"effective_noise_multiplier": per_tensor.value, "assumptions": list(per_tensor.assumptions)}
+        return Composition.of(mech, steps, rel), None, inputs
     if mechanism == "laplace":
         mech = Laplace(_positive("scale", p["scale"]), _sensitivity_number(p["sensitivity"]))
         return Composition.of(mech, _steps("steps", p["steps"]), rel), None, {}
@@ -164,7 +167,7 @@ def _print_report(data: dict[str, Any], title: str) -> None:
         if name in data.get("approximate", []):
             mark = "approximate, not a bound"
         if name == "closed_form":
-            mark = "paper's closed form"
+            mark = "the paper's closed form / claim"
         table.add_row(name, _fmt(value), mark)
     for name, why in data.get("unavailable", {}).items():
         table.add_row(name, "—", escape(why))
@@ -300,8 +303,10 @@ def register(app: typer.Typer) -> None:
             _run_calibration(mech, given, acct, json_output, inputs)
             return
         composition, closed, extra_inputs = _build(mech, given)
+        extra_assumptions = extra_inputs.pop("assumptions", [])
         inputs.update(extra_inputs)
         report = epsilon_report(composition, delta, acct, inputs=inputs, closed_form=closed)
+        report.extra_assumptions.extend(extra_assumptions)
         title = f"ε at δ = {delta:g}" if delta is not None else "ε (pure DP, δ = 0)"
         _emit(report.to_dict(), json_output, f"{title} — {mech}")
 

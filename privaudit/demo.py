@@ -1,0 +1,98 @@
+"""``make demo``: a guided tour of ``privaudit compute-epsilon`` over the four papers' headline settings.
+
+Each step prints the command it runs and its output, so the tour doubles as a CLI tutorial. It runs on
+this machine in well under a minute (no training, no downloads).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from rich.console import Console
+from rich.rule import Rule
+
+from privaudit.cli import main as cli_main
+
+TOUR: list[tuple[str, str, list[str]]] = [
+    (
+        "Upcycled-FL, Thm 6.2 (output perturbation) as printed: FedProx σ = 1 over 80 rounds",
+        "The paper's ε̄ = 1.59 reproduced from its printed formula at the mean client size |D| = 224.2.",
+        ["--mechanism", "upcycled-output", "--rounds", "80", "--noise", "1.0", "--clip", "10", "--dataset-size", "224.2", "--delta", "1e-3"],
+    ),
+    (
+        "Upcycled-FL, Thm 6.2: Upcycled-FedProx σ = 0.8 over 40 perturbed rounds, with the reference code's noise",
+        "The paper claims 1.40 < 1.59. The reference code draws noise with std σ² (torch.normal(0, sigma**2)): "
+        "with the std it really used, the claim reverses (1.75 > 1.59).",
+        ["--mechanism", "upcycled-output", "--rounds", "40", "--noise", "0.8", "--clip", "10", "--dataset-size", "224.2",
+         "--delta", "1e-3", "--noise-std", "sigma-squared"],
+    ),
+    (
+        "Upcycled-FL, Thm 6.2 with the paper's own (replace-one) neighbours",
+        "Replacing a record doubles the sensitivity: ε̄ becomes 3.17, not 1.59.",
+        ["--mechanism", "upcycled-output", "--rounds", "80", "--noise", "1.0", "--clip", "10", "--dataset-size", "224.2",
+         "--delta", "1e-3", "--sensitivity", "replace-one"],
+    ),
+    (
+        "Upcycled-FL, Thm 6.3 (objective perturbation) for FedAvg (μ = 0)",
+        "The theorem needs a strongly convex objective; with μ = 0 (the README's FedAvg example) ε is infinite.",
+        ["--mechanism", "upcycled-objective", "--rounds", "40", "--alpha", "20", "--mu", "0", "--u1", "1", "--u2", "0.25",
+         "--dataset-size", "224.2"],
+    ),
+    (
+        "PrivateFL-LDP: the noise for ε = 8, δ = 1e-3 (q = 0.1, 1500 DP-SGD steps)",
+        "opacus' RDP calibration gives σ ≈ 2.15; the tight accountant needs less noise for the same guarantee.",
+        ["--mechanism", "subsampled-gaussian", "--epsilon", "8", "--delta", "1e-3", "--sample-rate", "0.1", "--steps", "1500", "--calibrate"],
+    ),
+    (
+        "PrivateFL-CDP: σ = 6.37 was calibrated for ε = 8 (150 rounds, q = 1); the code clips and noises 3 tensors separately",
+        "Per-tensor clipping makes the effective multiplier σ/√3: the claimed ε = 8 is really about 15.",
+        ["--mechanism", "gaussian", "--noise-multiplier", "6.37", "--steps", "150", "--delta", "1e-3", "--tensors", "3", "--accountant", "all"],
+    ),
+    (
+        "PFA: a public client (claimed ε_m = 10) under the reference calibration σ = 10·q·sqrt(T·log10(1/δ))/ε",
+        "With the code's defaults (2000 records, batch 4, T = 8000 steps) the noise gives ε ≈ 23, not 10.",
+        ["--mechanism", "pfa-reference", "--epsilon", "10", "--sample-rate", "0.002", "--steps", "8000", "--delta", "1e-5", "--accountant", "rdp"],
+    ),
+    (
+        "PFA: a private client (claimed ε_m = 0.1) under the same calibration",
+        "Eight times more noise than the budget needs (ε ≈ 0.013).",
+        ["--mechanism", "pfa-reference", "--epsilon", "0.1", "--sample-rate", "0.002", "--steps", "8000", "--delta", "1e-5", "--accountant", "rdp"],
+    ),
+    (
+        "FedReg: the DP-SGD comparison point for EMNIST (σ = 0.01, 20 full-batch steps)",
+        "The 'matched PSNR' baseline carries essentially no privacy: ε ≈ 10⁵.",
+        ["--mechanism", "gaussian", "--noise-multiplier", "0.01", "--steps", "20", "--delta", "1e-5"],
+    ),
+    (
+        "DP-SGD in general: every accountant side by side (σ = 1, q = 0.01, 1000 steps)",
+        "PRV and PLD agree; RDP is an upper bound ~15% looser; GDP is an approximation that under-states ε.",
+        ["--mechanism", "subsampled-gaussian", "--noise-multiplier", "1.0", "--sample-rate", "0.01", "--steps", "1000",
+         "--delta", "1e-5", "--accountant", "all"],
+    ),
+]
+
+
+def run_tour(console: Console | None = None) -> int:
+    console = console or Console()
+    console.print(Rule("[bold]privaudit — a tour of compute-epsilon over the papers' headline settings"))
+    for i, (title, explanation, args) in enumerate(TOUR, 1):
+        console.print()
+        console.print(Rule(f"{i}. {title}", align="left"))
+        console.print(f"[italic]{explanation}[/italic]")
+        console.print(f"[bold cyan]$ privaudit compute-epsilon {shlex.join(args)}[/bold cyan]")
+        code = cli_main(["compute-epsilon", *args])
+        if code != 0:
+            console.print(f"[red]step {i} failed with exit code {code}[/red]")
+            return code
+    console.print()
+    console.print("Next: `privaudit compute-epsilon --help`, and README.md for the library API.")
+    return 0
+
+
+def main() -> int:
+    return run_tour()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
