@@ -1,0 +1,241 @@
+"""One executor for many independent trials: in-process, a local process pool, or Ray.
+
+Audits train many federations (with and without canaries, shadow models). A *trial* is a picklable
+module-level function applied to a JSON-able spec; its result must be JSON-able too. Three guarantees:
+
+* **Same seeds, same results on every executor.** A trial receives its own seed, derived from the audit
+  seed and the trial's index (``numpy.random.SeedSequence``), never from worker identity or timing.
+* **Resumable.** :func:`run_trials` appends each finished trial as one JSON line to ``<out>/trials.jsonl``
+  (flushed and fsynced) and, when re-run, skips the trial ids already there. A half-written last line
+  (the process was killed mid-write) is ignored and recomputed.
+* **Progress.** A rich progress bar counts finished trials; results come back in trial order.
+
+Ray is optional (``pip install privaudit[ray]``); asking for it without it installed is one clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privaudit.errors import InvalidParameterError
+
+EXECUTORS = ("in-process", "process", "ray")
+TRIALS_FILE = "trials.jsonl"
+
+TrialFn = Callable[[dict[str, Any], int], Any]
+
+
+def trial_seed(base_seed: int, index: int) -> int:
+    """A 63-bit seed for trial ``index`` of an audit seeded with ``base_seed`` (independent streams)."""
+    state = np.random.SeedSequence([int(base_seed), int(index)]).generate_state(2, dtype=np.uint32)
+    return int((int(state[0]) << 31) ^ int(state[1])) & ((1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One unit of work: ``fn(spec, seed)``; ``trial_id`` keys resumption."""
+
+    trial_id: str
+    spec: dict[str, Any]
+    seed: int
+
+
+def _call(fn: TrialFn, trial: Trial) -> tuple[str, Any]:
+    return trial.trial_id, fn(trial.spec, trial.seed)
+
+
+class Executor:
+    """Runs trials and yields ``(trial_id, result)`` as they finish (in any order)."""
+
+    name = "executor"
+
+    def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release workers (no-op for in-process)."""
+
+
+class InProcessExecutor(Executor):
+    name = "in-process"
+
+    def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        for trial in trials:
+            yield _call(fn, trial)
+
+
+class ProcessExecutor(Executor):
+    """A local process pool (``spawn``: workers import privaudit fresh, no inherited torch threads)."""
+
+    name = "process"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, int(workers or os.cpu_count() or 1))
+
+    def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                 initializer=_limit_threads) as pool:
+            pending = {pool.submit(_call, fn, t) for t in trials}
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    yield future.result()
+
+
+def _limit_threads() -> None:
+    """One BLAS/torch thread per worker process, so a pool of N workers uses N cores, not N²."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
+class RayExecutor(Executor):
+    """Ray tasks (``address="auto"`` joins a running cluster; ``None`` starts a local one)."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise InvalidParameterError("the ray executor needs Ray: pip install 'privaudit[ray]'") from None
+        self._ray = ray
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"address": address, "ignore_reinit_error": True, "include_dashboard": False}
+            if address is None and workers:
+                kwargs["num_cpus"] = int(workers)
+            ray.init(**{k: v for k, v in kwargs.items() if v is not None})
+
+    def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        ray = self._ray
+        remote = ray.remote(_call)
+        pending = [remote.remote(fn, t) for t in trials]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+
+
+def make_executor(name: str, *, workers: int | None = None, address: str | None = None) -> Executor:
+    """``in-process`` (default), ``process`` (local pool) or ``ray``."""
+    key = str(name).strip().lower()
+    if key in ("in-process", "inprocess", "local"):
+        return InProcessExecutor()
+    if key in ("process", "processes", "pool"):
+        return ProcessExecutor(workers)
+    if key == "ray":
+        return RayExecutor(address=address, workers=workers)
+    raise InvalidParameterError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")
+
+
+def read_finished(out_dir: str | Path) -> dict[str, Any]:
+    """Results already in ``<out_dir>/trials.jsonl`` (a truncated last line is ignored)."""
+    path = Path(out_dir) / TRIALS_FILE
+    finished: dict[str, Any] = {}
+    if not path.exists():
+        return finished
+    with path.open() as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # killed mid-write: recompute that trial
+            if isinstance(record, dict) and "trial_id" in record:
+                finished[str(record["trial_id"])] = record.get("result")
+    return finished
+
+
+def _terminate_partial_line(path: Path) -> None:
+    """If the file ends mid-line (a killed write), end that line so the next record starts cleanly."""
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            last = fh.read(1)
+        if last != b"\n":
+            with path.open("a") as fh:
+                fh.write("\n")
+
+
+def _append(path: Path, trial_id: str, result: Any) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps({"trial_id": trial_id, "result": result}, allow_nan=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def make_trials(specs: Iterable[dict[str, Any]], base_seed: int, prefix: str = "trial") -> list[Trial]:
+    """Trials ``<prefix>-0000 …`` with seeds :func:`trial_seed` (base_seed, index)."""
+    return [Trial(f"{prefix}-{i:05d}", dict(spec), trial_seed(base_seed, i)) for i, spec in enumerate(specs)]
+
+
+def run_trials(
+    fn: TrialFn,
+    trials: Sequence[Trial],
+    out_dir: str | Path | None = None,
+    executor: Executor | None = None,
+    *,
+    progress: bool = True,
+    label: str = "trials",
+) -> list[Any]:
+    """Run ``trials`` (skipping those already recorded in ``out_dir``) and return results in trial order."""
+    if len({t.trial_id for t in trials}) != len(trials):
+        raise InvalidParameterError("trial ids must be unique")
+    executor = executor or InProcessExecutor()
+    results: dict[str, Any] = {}
+    path = None
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        path = Path(out_dir) / TRIALS_FILE
+        finished = read_finished(out_dir)
+        _terminate_partial_line(path)
+        results.update({t.trial_id: finished[t.trial_id] for t in trials if t.trial_id in finished})
+    todo = [t for t in trials if t.trial_id not in results]
+    bar = _progress_bar(progress, len(trials), len(trials) - len(todo), label)
+    try:
+        for trial_id, result in executor.run(fn, todo):
+            results[trial_id] = result
+            if path is not None:
+                _append(path, trial_id, result)
+            if bar is not None:
+                bar[0].advance(bar[1])
+    finally:
+        if bar is not None:
+            bar[0].stop()
+        executor.close()
+    return [results[t.trial_id] for t in trials]
+
+
+def _progress_bar(enabled: bool, total: int, done: int, label: str):
+    if not enabled or total == 0:
+        return None
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TimeRemainingColumn(), transient=False)
+    task = bar.add_task(label, total=total, completed=done)
+    bar.start()
+    return bar, task
