@@ -1,1 +1,80 @@
-"""Statistics that turn attack scores into ε lower bounds; claims and verdicts."""
+"""Statistics that turn attack scores into ε lower bounds; claims and verdicts.
+
+Convenience API (numpy/scipy only, no torch)::
+
+    from privaudit.audit import epsilon_gdp, Bonferroni, Split
+    result = epsilon_gdp(in_scores, out_scores, significance=0.05, delta=1e-5, claimed_epsilon=1.4)
+    result.epsilon_lb, result.ceiling, result.power.probability, result.to_dict()
+
+Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``). Threshold and
+guess strategies: :mod:`privaudit.audit.strategies`. Attack metrics with bootstrap intervals:
+:func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`.
+"""
+
+from privaudit.audit.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
+from privaudit.audit.estimators import (
+    ESTIMATORS,
+    default_strategy,
+    describe_estimators,
+    epsilon_cp,
+    epsilon_gdp,
+    epsilon_one_run,
+    epsilon_one_run_fdp,
+    estimate,
+)
+from privaudit.audit.gdp_composition import GdpComposition, compose_mu, gdp_rounds_lower_bound
+from privaudit.audit.metrics import AttackMetrics, attack_metrics
+from privaudit.audit.results import IntervalEstimate, LowerBound, PowerEstimate
+from privaudit.audit.roc import RocCurve, auc, roc_curve, tpr_at_fpr
+from privaudit.audit.scores import AuditScores
+from privaudit.audit.strategies import (
+    DEFAULT_GDP_FAMILY,
+    DEFAULT_GUESS_GRID,
+    Bonferroni,
+    Explicit,
+    Guesses,
+    GuessGrid,
+    MultiSplit,
+    OrderStatistics,
+    QuantileGrid,
+    Split,
+    ThresholdGrid,
+)
+
+__all__ = [
+    "DEFAULT_GDP_FAMILY",
+    "DEFAULT_GUESS_GRID",
+    "ESTIMATORS",
+    "AttackMetrics",
+    "AuditScores",
+    "Bonferroni",
+    "Explicit",
+    "GdpComposition",
+    "GuessGrid",
+    "Guesses",
+    "IntervalEstimate",
+    "LowerBound",
+    "MultiSplit",
+    "OrderStatistics",
+    "PowerEstimate",
+    "QuantileGrid",
+    "RocCurve",
+    "Split",
+    "ThresholdGrid",
+    "attack_metrics",
+    "auc",
+    "bootstrap_auc",
+    "bootstrap_intervals",
+    "bootstrap_tpr_at_fpr",
+    "compose_mu",
+    "default_strategy",
+    "describe_estimators",
+    "epsilon_cp",
+    "epsilon_gdp",
+    "epsilon_one_run",
+    "epsilon_one_run_fdp",
+    "estimate",
+    "gdp_rounds_lower_bound",
+    "roc_curve",
+    "tpr_at_fpr",
+]

@@ -1,0 +1,87 @@
+"""One-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-differential privacy in one run").
+
+The same one-run game as :mod:`privaudit.audit.one_run` (m canaries with fair-coin membership, r guesses,
+v correct), but the hypothesis is a whole trade-off curve instead of an (ε, δ) box. As in spec
+``auditing.md`` §2.6 the curve is the Gaussian one through the audited (ε, δ): μ = the largest μ for which
+μ-GDP is (ε, δ)-DP (:func:`privaudit.accounting.gaussian.gaussian_mu_for`, i.e. σ = 1/μ), with the
+inverse of its blow-up function g(x) = Φ(Φ⁻¹(x) − μ). At significance α the claim is tested by the
+paper's recursion for the guessing game (its Algorithm for reconstruction-style guesses with a cap):
+
+    a ← α·v/m ;  h ← α·(r − v)/m
+    for i = v − 1 down to 0:
+        h' ← max(h, g(a));  stop if h' = h
+        a  ← min(a + (i/(r − i))·(h' − h), 1);  h ← h'
+    the claim is falsified iff a + h > r/m
+
+and ε_lb = inf{ε ≥ 0 : not falsified} (:func:`privaudit.audit.epsilon_search.first_unrejected_epsilon`).
+The test refutes "M's trade-off curve is at least the Gaussian one through (ε, δ)"; like the GDP route it
+speaks about a plain (ε, δ) claim only when the claimed mechanism's curve is Gaussian-shaped.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from scipy import special
+
+from privaudit.accounting.gaussian import gaussian_mu_for
+from privaudit.audit.epsilon_search import first_unrejected_epsilon
+from privaudit.audit.guess_selection import guess_bound
+from privaudit.audit.scores import AuditScores
+from privaudit.audit.strategies import GuessStrategy
+
+_SQRT2 = math.sqrt(2.0)
+
+
+def gaussian_blow_up_inverse(x: float, mu: float) -> float:
+    """g(x) = Φ(Φ⁻¹(x) − μ), the inverse blow-up of the μ-GDP trade-off curve."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    return 0.5 * math.erfc(-(float(special.ndtri(x)) - mu) / _SQRT2)
+
+
+def fdp_falsified(m: int, r: int, v: int, significance: float, mu: float) -> bool:
+    """True when v correct of r guesses on m canaries falsify μ-GDP at ``significance`` (recursion above)."""
+    if v == 0:
+        return False
+    a = significance * v / m
+    h = significance * (r - v) / m
+    for i in range(v - 1, -1, -1):
+        h_next = max(h, gaussian_blow_up_inverse(a, mu))
+        if h_next == h:
+            break
+        a = min(a + (i / (r - i)) * (h_next - h), 1.0)
+        h = h_next
+    return a + h > r / m
+
+
+def one_run_fdp_epsilon(m: int, r: int, v: int, significance: float, delta: float, *, precise: bool = True) -> float:
+    """ε_lb of the f-DP one-run audit with the Gaussian curve through (ε, δ) (δ > 0).
+
+    ``precise=False`` (coarser, unguarded search) is only for ranking guess counts on selection data.
+    """
+    if v == 0:
+        return 0.0
+    return first_unrejected_epsilon(
+        lambda eps: fdp_falsified(m, r, v, significance, gaussian_mu_for(eps, delta)),
+        tolerance=1e-6 if precise else 1e-3,
+        scan=precise,
+    )
+
+
+def one_run_fdp_bound(
+    scores: AuditScores, significance: float, delta: float, strategy: GuessStrategy
+) -> tuple[float, dict[str, Any]]:
+    """ε lower bound of the one-run f-DP audit under ``strategy`` (validated inputs, δ > 0)."""
+
+    def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
+        return one_run_fdp_epsilon(m, r, v, share, delta, precise=precise)
+
+    epsilon, details, split_values = guess_bound(scores, strategy, significance, test)
+    details["curve"] = "Gaussian trade-off through (ε, δ): μ = gaussian_mu_for(ε, δ)"
+    if split_values:
+        details["split_epsilons"] = list(split_values)
+    return epsilon, details
