@@ -33,7 +33,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_accounting.py
+	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)
