@@ -55,15 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see 'privaudit {exc.ctx.command_path.split(' ', 1)[1]} --help')" if exc.ctx and " " in exc.ctx.command_path else ""
         typer.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)
         return 2
-    except click_exceptions.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("error: aborted", err=True)
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error of the user's input
+        return 0
     except click_exceptions.ClickException as exc:
         typer.echo(f"error: {_one_line(exc.format_message())}", err=True)
         return exc.exit_code
     except PrivauditError as exc:
         typer.echo(f"error: {_one_line(str(exc))}", err=True)
         return 2
+    if result == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into Exit(130) without a word
+        typer.echo("error: aborted", err=True)
     return result if isinstance(result, int) else 0
 
 

@@ -164,3 +164,15 @@ def test_numerical_failure_is_reported_with_a_hint(capsys, monkeypatch):
     data = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "0.8", "--sample-rate", "0.1",
                     "--steps", "1000", "--delta", "1e-5")
     assert data["accountant"] == "pld" and "prv" in data["unavailable"]
+
+
+
+def test_interrupt_is_one_line_not_a_traceback(capsys, monkeypatch):
+    import privaudit.accounting.query as query
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(query, "epsilon_report", interrupted)
+    code, _, err = run(capsys, "--mechanism", "gaussian", "--noise-multiplier", "1", "--steps", "1", "--delta", "1e-5")
+    assert code == 130 and err.strip() == "error: aborted"
