@@ -12,6 +12,7 @@ import typer
 #: Sub-command modules in the order they appear in ``privaudit --help``.
 COMMAND_MODULES = (
     "privaudit.commands.compute_epsilon",
+    "privaudit.commands.train",
 )
 
 

@@ -1,0 +1,205 @@
+"""Forward passes over *stacked* client parameters: many clients' models evaluated in one call.
+
+Parameters carry a leading lane dimension (``weight: [C, out, in]``) and so does the input
+(``x: [C, B, ...]``); the output is ``[C, B, classes]``. Two constructions, tried in this order:
+
+1. ``layers`` — the model is traced with ``torch.fx`` and every node is mapped to a lane-aware operation
+   (``nn.Linear`` → one batched matrix product, ``nn.Flatten`` shifted by one dimension, element-wise
+   activations unchanged), evaluated with :func:`torch.func.functional_call`-style parameter binding.
+   This avoids ``vmap``'s per-call overhead, which dominates for logistic regression and small MLPs
+   (measured in ``benchmarks/bench_federation.py``).
+2. ``vmap`` — :func:`torch.func.vmap` over :func:`torch.func.functional_call`: any stateless model whose
+   operations have batching rules (convolutions, pooling, ...).
+
+Each construction is *checked* before use: on random stacked parameters it must reproduce, lane by lane,
+what ``functional_call`` on the original model computes. Models with buffers (batch norm) or random layers
+(dropout with p > 0) fail the check and are trained by the sequential trainer.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+StackedForward = Callable[[Mapping[str, torch.Tensor], torch.Tensor], torch.Tensor]
+
+_ELEMENTWISE_MODULES = (
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Tanh,
+    nn.Sigmoid,
+    nn.Softplus,
+    nn.Hardtanh,
+    nn.Identity,
+)
+_ELEMENTWISE_FUNCTIONS = {
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.relu,
+    torch.tanh,
+    torch.sigmoid,
+    F.relu,
+    F.leaky_relu,
+    F.gelu,
+    F.silu,
+    F.elu,
+    F.softplus,
+}
+_ELEMENTWISE_METHODS = {"relu", "tanh", "sigmoid", "add", "sub", "mul", "neg"}
+
+
+class NotStackable(Exception):
+    """The model has an operation the ``layers`` construction does not know how to stack."""
+
+
+@dataclass(frozen=True)
+class StackedModel:
+    """A checked stacked forward and how it was built (``"layers"`` or ``"vmap"``)."""
+
+    forward: StackedForward
+    kind: str
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    lanes = x.shape[0]
+    flat = x.reshape(lanes, -1, x.shape[-1])
+    if bias is None:
+        out = torch.bmm(flat, weight.transpose(1, 2))
+    else:
+        out = torch.baddbmm(bias.unsqueeze(1), flat, weight.transpose(1, 2))
+    return out.reshape(*x.shape[:-1], weight.shape[1])
+
+
+def _shift(dim: int) -> int:
+    return dim + 1 if dim >= 0 else dim
+
+
+def layer_program(model: nn.Module) -> StackedForward:
+    """Map an fx trace of ``model`` onto lane-aware operations; raise :class:`NotStackable` otherwise."""
+    try:
+        graph_module = torch.fx.symbolic_trace(model)
+    except Exception as exc:  # fx raises many kinds of errors on untraceable code
+        raise NotStackable(f"fx cannot trace the model: {exc}") from None
+    steps: list[tuple[str, Callable[..., torch.Tensor], tuple, dict]] = []
+    placeholder: str | None = None
+    output_arg = None
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder":
+            if placeholder is not None:
+                raise NotStackable("the model takes more than one input")
+            placeholder = node.name
+        elif node.op == "call_module":
+            module = graph_module.get_submodule(node.target)
+            if isinstance(module, nn.Linear):
+                prefix = str(node.target)
+                has_bias = module.bias is not None
+
+                def run_linear(params, x, _p=prefix, _b=has_bias):
+                    return _linear(x, params[f"{_p}.weight"], params[f"{_p}.bias"] if _b else None)
+
+                steps.append((node.name, run_linear, tuple(node.args), {}))
+            elif isinstance(module, nn.Flatten):
+                start, end = _shift(module.start_dim), _shift(module.end_dim)
+                steps.append((node.name, lambda params, x, _s=start, _e=end: x.flatten(_s, _e), tuple(node.args), {}))
+            elif isinstance(module, nn.Softmax | nn.LogSoftmax) and module.dim is not None:
+                fn = torch.softmax if isinstance(module, nn.Softmax) else torch.log_softmax
+                dim = _shift(module.dim)
+                steps.append((node.name, lambda params, x, _f=fn, _d=dim: _f(x, _d), tuple(node.args), {}))
+            elif isinstance(module, nn.Dropout) and module.p == 0:
+                steps.append((node.name, lambda params, x: x, tuple(node.args), {}))
+            elif isinstance(module, _ELEMENTWISE_MODULES):
+                if any(True for _ in module.parameters()):
+                    raise NotStackable(f"activation {type(module).__name__} has parameters")
+                steps.append((node.name, lambda params, x, _m=module: _m(x), tuple(node.args), dict(node.kwargs)))
+            else:
+                raise NotStackable(f"no stacked form for {type(module).__name__}")
+        elif node.op == "call_function" and node.target in _ELEMENTWISE_FUNCTIONS:
+            steps.append((node.name, lambda params, *a, _f=node.target, **kw: _f(*a, **kw), tuple(node.args), dict(node.kwargs)))
+        elif node.op == "call_method" and node.target in _ELEMENTWISE_METHODS:
+            steps.append(
+                (node.name, lambda params, x, *a, _m=node.target, **kw: getattr(x, _m)(*a, **kw), tuple(node.args), dict(node.kwargs))
+            )
+        elif node.op == "output":
+            output_arg = node.args[0]
+        else:
+            raise NotStackable(f"no stacked form for {node.op} {node.target}")
+    if placeholder is None or not isinstance(output_arg, torch.fx.Node):
+        raise NotStackable("the model must map one input to one output tensor")
+    output_name = output_arg.name
+
+    def resolve(value, env):
+        if isinstance(value, torch.fx.Node):
+            return env[value.name]
+        if isinstance(value, tuple | list):
+            return type(value)(resolve(v, env) for v in value)
+        return value
+
+    def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        env = {placeholder: x}
+        for name, fn, args, kwargs in steps:
+            env[name] = fn(params, *resolve(args, env), **{k: resolve(v, env) for k, v in kwargs.items()})
+        return env[output_name]
+
+    return forward
+
+
+def vmap_program(model: nn.Module) -> StackedForward:
+    def one_lane(params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(model, dict(params), (x,))
+
+    return vmap(one_lane)
+
+
+def _matches(forward: StackedForward, model: nn.Module, input_shape: tuple[int, ...]) -> bool:
+    """Whether ``forward`` reproduces ``functional_call`` lane by lane on random parameters and inputs."""
+    generator = torch.Generator().manual_seed(1234)
+    base = {name: p.detach() for name, p in model.named_parameters()}
+    stacked = {
+        name: torch.stack([p + 0.1 * torch.randn(p.shape, generator=generator) for _ in range(2)]) for name, p in base.items()
+    }
+    x = torch.randn((2, 3, *input_shape), generator=generator)
+    try:
+        with torch.no_grad():
+            got = forward(stacked, x)
+            want = torch.stack([functional_call(model, {n: t[i] for n, t in stacked.items()}, (x[i],)) for i in range(2)])
+    except Exception:  # unsupported op, a vmap batching rule missing, random ops under vmap, ...
+        return False
+    return got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def build_stacked_model(model: nn.Module, input_shape: tuple[int, ...]) -> StackedModel | None:
+    """A checked stacked forward for ``model`` (in training mode), or ``None`` when it cannot be batched."""
+    if any(True for _ in model.buffers()):
+        return None  # per-client buffers (batch norm statistics) are handled by the sequential trainer only
+    was_training = model.training
+    model.train()
+    try:
+        try:
+            program = layer_program(model)
+        except NotStackable:
+            program = None
+        if program is not None and _matches(program, model, input_shape):
+            return StackedModel(program, "layers")
+        program = vmap_program(model)
+        if _matches(program, model, input_shape):
+            return StackedModel(program, "vmap")
+        return None
+    finally:
+        model.train(was_training)

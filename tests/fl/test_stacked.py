@@ -1,0 +1,37 @@
+"""Stacked forward passes: the ``layers`` construction, the ``vmap`` fallback, and refusals."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from privaudit.fl.stacked import build_stacked_model
+from privaudit.models import build_model
+
+
+def _check(model: nn.Module, input_shape: tuple[int, ...], expected_kind: str) -> None:
+    stacked = build_stacked_model(model, input_shape)
+    assert stacked is not None and stacked.kind == expected_kind
+    generator = torch.Generator().manual_seed(0)
+    params = {n: torch.stack([p.detach() + torch.randn(p.shape, generator=generator) for _ in range(3)]) for n, p in model.named_parameters()}
+    x = torch.randn((3, 4, *input_shape), generator=generator)
+    got = stacked.forward(params, x)
+    for lane in range(3):
+        want = functional_call(model, {n: t[lane] for n, t in params.items()}, (x[lane],))
+        torch.testing.assert_close(got[lane], want, rtol=1e-4, atol=1e-4)
+
+
+def test_logistic_regression_and_mlps_use_the_layer_program():
+    _check(build_model("logreg", (20,), 2), (20,), "layers")
+    _check(build_model("privatefl-dnn", (1, 8, 8), 10), (1, 8, 8), "layers")
+    _check(nn.Sequential(nn.Linear(6, 5), nn.LeakyReLU(0.1), nn.Linear(5, 4), nn.LogSoftmax(dim=1)), (6,), "layers")
+
+
+def test_convolutional_models_fall_back_to_vmap():
+    _check(build_model("pfa-cnn", (1, 28, 28), 10), (1, 28, 28), "vmap")
+
+
+def test_models_with_dropout_or_buffers_are_not_batched():
+    assert build_stacked_model(build_model("upcycled-mlp", (20,), 2), (20,)) is None
+    assert build_stacked_model(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)), (4,)) is None
