@@ -216,8 +216,10 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
     if not summary.all_valid:
         console.print("[red]some clients' ε rest on assumptions that fail (valid = no): see their assumptions in --json[/red]")
     assumptions = sorted({a for c in summary.per_client.values() for a in c.assumptions})
-    for line in assumptions:
+    for line in assumptions[:5]:
         console.print(f"[dim]assumption:[/dim] {escape(line)}")
+    if len(assumptions) > 5:
+        console.print(f"[dim](+{len(assumptions) - 5} more client-specific assumptions; see --json)[/dim]")
 
 
 def register(app: typer.Typer) -> None:
