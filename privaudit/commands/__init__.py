@@ -13,6 +13,7 @@ import typer
 COMMAND_MODULES = (
     "privaudit.commands.compute_epsilon",
     "privaudit.commands.train",
+    "privaudit.commands.report",
 )
 
 

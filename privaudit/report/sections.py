@@ -1,0 +1,327 @@
+"""Report sections built from results, as format-neutral blocks (paragraphs, lists, tables, figures).
+
+Each builder takes the results of one kind and returns a :class:`Section`, or ``None`` when there is
+nothing to show; the renderers (:mod:`privaudit.report.render`) turn blocks into Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from privaudit.report import figures
+from privaudit.report.results import Result
+
+VERDICT_MEANING = [
+    "**refuted** — the claim is false for the mechanism examined: an attack certified an ε lower bound above the "
+    "claim, or a certified lower bound on the implementation's ε (e.g. the exact ε of a Gaussian release) exceeds it.",
+    "**consistent** — not refuted, and either a certified upper bound under assumptions that hold for the "
+    "implementation is at or below the claim, or an attack with the power to catch a several-times weaker mechanism "
+    "found nothing. Consistent is evidence against large violations; it is a proof only when the reason says "
+    "\"certified ε ≤ …\".",
+    "**inconclusive** — neither: the attacks lacked power (see ceiling and power) or the accounting rests on "
+    "assumptions that fail or cannot be checked. It does not mean the claim is likely true.",
+]
+
+
+@dataclass
+class Paragraph:
+    text: str
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Figure:
+    name: str
+    png: bytes
+    caption: str
+
+
+Block = Paragraph | Bullets | Table | Figure
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# formatting helpers
+# ------------------------------------------------------------------------------------------------
+def fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        if isinstance(value, float) and math.isnan(value):
+            return "NaN"
+        return f"{value:.{digits}g}"
+    if isinstance(value, dict) and {"lower", "upper"} <= set(value):
+        return f"{fmt(value.get('upper'))} [{fmt(value.get('lower'))}, {fmt(value.get('upper'))}]"
+    return str(value)
+
+
+def _claimed(data: dict) -> tuple[Any, Any]:
+    claimed = data.get("claimed")
+    if isinstance(claimed, dict):
+        return claimed.get("epsilon"), claimed.get("delta")
+    return claimed, data.get("delta")
+
+
+def _verdict(data: dict) -> tuple[str, str]:
+    verdict = data.get("verdict")
+    if isinstance(verdict, dict):
+        return str(verdict.get("verdict", "—")), str(verdict.get("reason", data.get("reason", "")))
+    return str(verdict or "—"), str(data.get("reason", ""))
+
+
+def _evidence(data: dict) -> list[dict]:
+    """Accounting evidence as a list of dicts (label, accountant, upper, lower, implementation, ...)."""
+    acc = data.get("accountant")
+    if isinstance(acc, list):
+        return [a for a in acc if isinstance(a, dict)]
+    if isinstance(acc, dict):
+        if "upper" in acc or "label" in acc:
+            return [acc]
+        return [{"label": str(k), **(v if isinstance(v, dict) else {"upper": v})} for k, v in acc.items()]
+    if acc is not None:
+        return [{"label": "accountant", "upper": acc}]
+    return []
+
+
+def _accountant_cells(data: dict) -> tuple[str, str]:
+    paper, impl = [], []
+    for e in _evidence(data):
+        text = f"{fmt(e.get('upper'))} ({e.get('accountant', '')}; {e.get('label', '')})"
+        (impl if e.get("implementation") else paper).append(text)
+    return "<br>".join(paper) or "—", "<br>".join(impl) or "—"
+
+
+def _bounds_cell(data: dict) -> tuple[str, str, str]:
+    lbs = [b for b in data.get("lower_bounds") or [] if isinstance(b, dict)]
+    if not lbs:
+        return "—", "—", "—"
+    eps = "<br>".join(f"{b.get('estimator')}: {fmt(b.get('epsilon_lb'))} (α={fmt(b.get('significance'), 2)})" for b in lbs)
+    ceil = "<br>".join(f"{b.get('estimator')}: {fmt(b.get('ceiling'))}" for b in lbs)
+    powers = []
+    for b in lbs:
+        p = b.get("power")
+        if isinstance(p, dict):
+            powers.append(f"{b.get('estimator')}: {fmt(p.get('probability'), 2)} at {fmt(p.get('factor'), 2)}×")
+        else:
+            powers.append(f"{b.get('estimator')}: —")
+    return eps, ceil, "<br>".join(powers)
+
+
+# ------------------------------------------------------------------------------------------------
+# section builders
+# ------------------------------------------------------------------------------------------------
+def claims_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    header = ["claim", "paper / where", "claimed (ε, δ)", "accountant ε (paper's assumptions)",
+              "accountant ε (implementation)", "ε lower bound per estimator", "ceiling", "power", "verdict — reason"]
+    rows = []
+    counts: dict[str, int] = {}
+    for res in results:
+        d = res.data
+        eps, delta = _claimed(d)
+        paper, impl = _accountant_cells(d)
+        lb, ceil, power = _bounds_cell(d)
+        verdict, reason = _verdict(d)
+        counts[verdict] = counts.get(verdict, 0) + 1
+        where = " · ".join(str(x) for x in (d.get("paper"), d.get("where") or d.get("theorem")) if x) or "—"
+        rows.append([str(d.get("claim_id")), where, f"({fmt(eps)}, {fmt(delta)})", paper, impl, lb, ceil, power,
+                     f"**{verdict}** — {reason}"])
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}."), Table(header, rows),
+                           Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING)]
+    return Section("claims", "Claims", blocks)
+
+
+def ledger_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    blocks: list[Block] = []
+    for i, res in enumerate(results):
+        d = res.data
+        per_client = d.get("per_client") or {}
+        delta = d.get("delta") or 0.0
+        over = [c for c, v in per_client.items() if isinstance(v, dict) and v.get("budget") is not None
+                and v.get("epsilon", 0) > v["budget"] * (1 + 1e-9)]
+        invalid = [c for c, v in per_client.items() if isinstance(v, dict) and v.get("valid") is False]
+        blocks.append(Paragraph(
+            f"**{res.title}** — accountant {d.get('accountant')}, δ = {fmt(delta)}: max ε = {fmt(d.get('max_epsilon'))} "
+            f"(the federation's guarantee), mean ε = {fmt(d.get('mean_epsilon'))}, {len(per_client)} clients; "
+            f"{len(over)} over budget; {len(invalid)} with ε resting on failed assumptions."))
+        if per_client:
+            blocks.append(Figure(f"ledger-{i}", figures.client_epsilon_figure(per_client, res.title, float(delta)),
+                                 f"Per-client ε at δ = {fmt(delta)} against budgets ({res.title})."))
+    return Section("ledger", "Per-client ε vs budget", blocks)
+
+
+def epsilon_curve_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    blocks: list[Block] = []
+    for i, res in enumerate(results):
+        d = res.data
+        series = {str(k): list(v) for k, v in (d.get("epsilon") or {}).items()}
+        png = figures.lines_figure(d.get("rounds") or [], series, res.title, "round", f"ε at δ = {fmt(d.get('delta'))}")
+        blocks.append(Figure(f"epsilon-curve-{i}", png, f"ε after each round, per accountant ({res.title})."))
+    return Section("epsilon-curve", "ε vs rounds", blocks)
+
+
+def _auc_text(value: Any) -> str:
+    if isinstance(value, dict):
+        est = value.get("estimate", value.get("auc"))
+        if "low" in value and "high" in value:
+            return f"{fmt(est, 3)} [{fmt(value['low'], 3)}, {fmt(value['high'], 3)}]"
+        return fmt(est, 3)
+    return fmt(value, 3)
+
+
+def _tpr_items(value: Any) -> dict[float, Any]:
+    out: dict[float, Any] = {}
+    if isinstance(value, dict):
+        for k, v in value.items():
+            try:
+                out[float(k)] = v
+            except ValueError:
+                continue
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict) and "fpr" in item:
+                out[float(item["fpr"])] = item.get("tpr", item)
+    return out
+
+
+def membership_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    curves, marks, rows = {}, {}, []
+    for res in results:
+        d = res.data
+        label = f"{d.get('attack')}" + (f" · {d['target']}" if d.get("target") else "")
+        roc = d.get("roc") or {}
+        if roc.get("fpr") and roc.get("tpr"):
+            curves[label] = (roc["fpr"], roc["tpr"])
+        tprs = _tpr_items(d.get("tpr_at_fpr"))
+        marks[label] = {f: (v.get("estimate") if isinstance(v, dict) else v) for f, v in tprs.items()
+                        if isinstance(v, int | float | dict)}
+        marks[label] = {f: float(t) for f, t in marks[label].items() if isinstance(t, int | float)}
+
+        def tpr_text(f: float, tprs=tprs) -> str:
+            v = tprs.get(f)
+            return _auc_text(v) if v is not None else "—"
+
+        rows.append([label, _auc_text(d.get("auc")), tpr_text(0.001), tpr_text(0.01), str(d.get("n_in", "—")),
+                     str(d.get("n_out", "—"))])
+    blocks: list[Block] = [Table(["attack", "AUC", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "members", "non-members"], rows)]
+    if curves:
+        blocks.append(Figure("roc", figures.roc_figure(curves, "Membership inference ROC (log axes)", marks),
+                             "ROC curves on log–log axes; dots mark TPR at 0.1% and 1% FPR."))
+    return Section("membership", "Membership inference", blocks)
+
+
+def _mean(value: Any) -> Any:
+    if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
+        return sum(value) / len(value)
+    if isinstance(value, dict):
+        return value.get("mean", value.get("estimate"))
+    return value
+
+
+def inversion_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    rows, blocks = [], []
+    for i, res in enumerate(results):
+        d = res.data
+        rows.append([str(d.get("attack")), str(d.get("defense")), fmt(_mean(d.get("psnr")), 4), fmt(_mean(d.get("ssim")), 3),
+                     fmt(d.get("label_accuracy"), 3), fmt(d.get("epsilon"))])
+        grid = d.get("grid")
+        if grid and res.source is not None:
+            path = (res.source.parent / grid) if not Path(grid).is_absolute() else Path(grid)
+            if path.exists():
+                blocks.append(Figure(f"inversion-{i}", path.read_bytes(),
+                                     f"Ground truth vs reconstructions: {d.get('attack')} against {d.get('defense')}."))
+    return Section("inversion", "Gradient inversion", [Table(["attack", "defence", "PSNR (dB)", "SSIM", "label accuracy", "ε"], rows), *blocks])
+
+
+def training_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    series, longest = {}, []
+    for res in results:
+        d = res.data
+        label = str(d.get("label") or d.get("algorithm"))
+        rounds = list(d.get("rounds") or [])
+        series[label] = [a if a is not None else float("nan") for a in d.get("accuracy") or []]
+        if len(rounds) > len(longest):
+            longest = rounds
+    png = figures.lines_figure(longest, series, "Test accuracy vs rounds", "round", "test accuracy")
+    rows = [[label, fmt(next((v for v in reversed(vals) if v == v), None), 4)] for label, vals in series.items()]
+    return Section("training", "Accuracy vs rounds", [Table(["run", "final test accuracy"], rows),
+                                                      Figure("accuracy", png, "Global model test accuracy per round.")])
+
+
+def tables_section(results: Sequence[Result]) -> Section | None:
+    if not results:
+        return None
+    blocks: list[Block] = []
+    for res in results:
+        blocks.append(Paragraph(f"**{res.title}**"))
+        blocks.append(Table([str(c) for c in res.data["columns"]], [[fmt(v) for v in row] for row in res.data["rows"]]))
+    return Section("tables", "Tables", blocks)
+
+
+def configuration_section(results: Sequence[Result]) -> Section:
+    rows = []
+    for res in results:
+        prov = res.provenance or {}
+        pkgs = ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items())
+        rows.append([res.title, res.kind, str(prov.get("command", "—")), str(prov.get("seed", "—")),
+                     f"privaudit {prov.get('privaudit', '?')}, Python {prov.get('python', '?')}; {pkgs}",
+                     json.dumps(res.config, sort_keys=True, default=str)[:400] or "{}"])
+    return Section("configuration", "Configuration and versions",
+                   [Table(["result", "kind", "command", "seed", "versions", "configuration"], rows)])
+
+
+BUILDERS = {
+    "claim-audit": claims_section,
+    "ledger": ledger_section,
+    "epsilon-curve": epsilon_curve_section,
+    "membership-attack": membership_section,
+    "inversion": inversion_section,
+    "training": training_section,
+    "table": tables_section,
+}
+SECTION_TITLES = {
+    "claim-audit": "Claims",
+    "ledger": "Per-client ε vs budget",
+    "epsilon-curve": "ε vs rounds",
+    "membership-attack": "Membership inference",
+    "inversion": "Gradient inversion",
+    "training": "Accuracy vs rounds",
+    "table": "Tables",
+}

@@ -1,0 +1,102 @@
+"""`privaudit report`: every section and figure present, self-contained HTML, clear errors."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from privaudit.cli import main
+from privaudit.report.build import build_report
+
+from .fixtures import write_fixture_results
+
+SECTION_IDS = ["claims", "ledger", "epsilon-curve", "membership", "inversion", "training", "tables", "configuration"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    written = write_fixture_results(root)
+    (root / "manifest.json").write_text('{"schema": "privaudit.checkpoint/1"}')  # a foreign JSON inside a directory
+    return build_report([root], tmp_path_factory.mktemp("report"), title="fixture report"), root, written
+
+
+def test_every_section_and_figure(report):
+    files, *_ = report
+    assert list(files.sections[: len(SECTION_IDS)]) == SECTION_IDS
+    md = files.markdown.read_text()
+    for title in ("## Claims", "## Per-client ε vs budget", "## ε vs rounds", "## Membership inference",
+                  "## Gradient inversion", "## Accuracy vs rounds", "## Tables", "## Configuration and versions"):
+        assert title in md
+    for fig in files.figures:
+        assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"({fig.parent.name}/{fig.name})" in md
+    assert {f.name for f in files.figures} >= {"ledger-0.png", "epsilon-curve-0.png", "roc.png", "inversion-0.png", "accuracy.png"}
+    assert "**refuted** — the mechanism as implemented" in md and "upcycled-thm6.2-fig3" in md
+    assert "1 JSON file(s) that are not privaudit results were skipped" in md
+
+
+def test_html_is_self_contained(report):
+    files, *_ = report
+    html = files.html.read_text()
+    assert html.count('src="data:image/png;base64,') == len(files.figures)
+    assert not re.search(r'src="(?!data:)', html) and "<script" not in html
+    for section in SECTION_IDS:
+        assert f'<section id="{section}">' in html
+    assert '<strong class="refuted">refuted</strong>' in html
+
+
+def test_merged_json(report):
+    files, _, written = report
+    merged = json.loads(files.merged.read_text())
+    assert len(merged["results"]) == len(written) and merged["results"][0]["schema"] == "privaudit.result/1"
+
+
+def test_partial_set_lists_what_is_missing(tmp_path):
+    paths = write_fixture_results(tmp_path / "r")
+    files = build_report([paths[0]], tmp_path / "out")
+    assert "Gradient inversion" in files.missing and "## What this report does not contain" in files.markdown.read_text()
+
+
+def test_cli(report, tmp_path, capsys):
+    _, root, _ = report
+    assert main(["report", str(root), "--out", str(tmp_path / "cli")]) == 0
+    assert (tmp_path / "cli" / "report.html").exists()
+
+
+@pytest.mark.parametrize("case", ["missing", "foreign", "truncated", "empty-dir"])
+def test_bad_inputs_exit_2(tmp_path, capsys, case):
+    target = tmp_path / "x.json"
+    if case == "foreign":
+        target.write_text('{"hello": 1}')
+    elif case == "truncated":
+        target.write_text('{"schema": "privaudit.result/1", "kind": "ledger", "da')
+    elif case == "empty-dir":
+        target = tmp_path / "empty"
+        target.mkdir()
+    capsys.readouterr()
+    assert main(["report", str(target), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def _chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Debian chromium is not installed (make test installs it when it can)")
+def test_html_loads_cleanly_in_headless_chromium(report, tmp_path):
+    files, *_ = report
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = files.html.resolve().as_uri()
+    dom = subprocess.run([_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    for section in SECTION_IDS:
+        assert f'id="{section}"' in dom.stdout
+    shot = tmp_path / "screenshot.png"
+    run = subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1280,2400", url],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000
