@@ -165,8 +165,34 @@ class PureDP:
         return f"PureDP(ε={self.epsilon:g}, proven for {self.proven_for.value})"
 
 
-Mechanism = Gaussian | SubsampledGaussian | Laplace | PureDP
-MECHANISM_TYPES = (Gaussian, SubsampledGaussian, Laplace, PureDP)
+@dataclass(frozen=True)
+class Skellam:
+    """One release of an integer sum with symmetric Skellam noise (Agarwal, Kairouz & Liu 2021, NeurIPS).
+
+    The noise on every coordinate is Sk(μ) = Poisson(μ/2) − Poisson(μ/2), of *variance* ``variance`` = μ, in
+    the integer units of the released sum (after scaling and rounding, as in distributed DP with secure
+    aggregation, where the clients' Skellam shares add up to Sk(μ)). ``l2_sensitivity`` Δ₂ and
+    ``l1_sensitivity`` Δ₁ bound one participant's integer contribution under add/remove neighbours; Δ₁
+    defaults to Δ₂² (for an integer vector |v_j| ≤ v_j², so ‖v‖₁ ≤ ‖v‖₂²).
+    """
+
+    variance: float
+    l2_sensitivity: float
+    l1_sensitivity: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variance", _positive("variance", self.variance))
+        l2 = _positive("l2_sensitivity", self.l2_sensitivity)
+        object.__setattr__(self, "l2_sensitivity", l2)
+        l1 = l2 * l2 if self.l1_sensitivity is None else _positive("l1_sensitivity", self.l1_sensitivity)
+        object.__setattr__(self, "l1_sensitivity", l1)
+
+    def describe(self) -> str:
+        return f"Skellam(μ={self.variance:g}, Δ₂={self.l2_sensitivity:g}, Δ₁={self.l1_sensitivity:g})"
+
+
+Mechanism = Gaussian | SubsampledGaussian | Laplace | PureDP | Skellam
+MECHANISM_TYPES = (Gaussian, SubsampledGaussian, Laplace, PureDP, Skellam)
 
 
 @dataclass(frozen=True)
@@ -264,6 +290,7 @@ _ALIASES = {
     "pure_dp": "PureDP",
     "pure-dp": "PureDP",
     "puredp": "PureDP",
+    "skellam": "Skellam",
 }
 
 
@@ -296,6 +323,12 @@ def effective_gaussian_multiplier(mechanism: Gaussian | SubsampledGaussian, neig
 def effective_laplace_epsilon(mechanism: Laplace, neighbouring: Neighbouring) -> float:
     eps = mechanism.epsilon_per_release
     return 2.0 * eps if neighbouring is Neighbouring.REPLACE_ONE else eps
+
+
+def effective_skellam_sensitivities(mechanism: Skellam, neighbouring: Neighbouring) -> tuple[float, float]:
+    """(Δ₂, Δ₁) under ``neighbouring``: as stated for add/remove, doubled for replace-one (remove one, add another)."""
+    factor = 2.0 if neighbouring is Neighbouring.REPLACE_ONE else 1.0
+    return factor * mechanism.l2_sensitivity, factor * float(mechanism.l1_sensitivity)
 
 
 def effective_pure_epsilon(mechanism: PureDP, neighbouring: Neighbouring) -> float | None:

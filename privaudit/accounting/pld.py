@@ -26,6 +26,7 @@ from privaudit.accounting.mechanisms import (
     Neighbouring,
     PureDP,
     Sampling,
+    Skellam,
     SubsampledGaussian,
     effective_laplace_epsilon,
     effective_pure_epsilon,
@@ -49,6 +50,8 @@ class PldAccountant(Accountant):
     def unsupported_reason(self, composition: Composition) -> str | None:
         replace = composition.neighbouring is Neighbouring.REPLACE_ONE
         for mechanism, _ in composition:
+            if isinstance(mechanism, Skellam):
+                return "dp-accounting's PLD has no Skellam mechanism (use rdp: Agarwal, Kairouz & Liu 2021, Thm 3.5)"
             if isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate < 1.0 and mechanism.sampling is not Sampling.POISSON:
                 return "dp-accounting's PLD has no analysis of fixed-size sampling without replacement (use rdp)"
             if isinstance(mechanism, PureDP) and effective_pure_epsilon(mechanism, composition.neighbouring) is None:

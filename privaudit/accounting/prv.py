@@ -36,6 +36,7 @@ from privaudit.accounting.mechanisms import (
     Neighbouring,
     PureDP,
     Sampling,
+    Skellam,
     SubsampledGaussian,
     effective_laplace_epsilon,
     effective_pure_epsilon,
@@ -79,6 +80,8 @@ class PrvAccountant(Accountant):
 
     def unsupported_reason(self, composition: Composition) -> str | None:
         for mechanism, _ in composition:
+            if isinstance(mechanism, Skellam):
+                return "prv-accountant has no Skellam mechanism (use rdp: Agarwal, Kairouz & Liu 2021, Thm 3.5)"
             if isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate < 1.0:
                 if mechanism.sampling is not Sampling.POISSON:
                     return "prv-accountant has no analysis of fixed-size sampling without replacement (use rdp)"

@@ -26,10 +26,12 @@ from privaudit.accounting.mechanisms import (
     Neighbouring,
     PureDP,
     Sampling,
+    Skellam,
     SubsampledGaussian,
     effective_gaussian_multiplier,
     effective_laplace_epsilon,
     effective_pure_epsilon,
+    effective_skellam_sensitivities,
 )
 
 #: Coarse orders used first with the default order set (all members of ``rdp_math.DEFAULT_ORDERS``).
@@ -85,7 +87,7 @@ def rdp_unsupported_reason(mechanism: Mechanism, neighbouring: Neighbouring) -> 
         return None
     if isinstance(mechanism, PureDP) and effective_pure_epsilon(mechanism, neighbouring) is None:
         return f"{mechanism.describe()} says nothing about {neighbouring.value} neighbours"
-    if isinstance(mechanism, Gaussian | Laplace | PureDP):
+    if isinstance(mechanism, Gaussian | Laplace | PureDP | Skellam):
         return None
     return f"unknown mechanism {mechanism!r}"
 
@@ -106,6 +108,9 @@ def _single_curve(mechanism: Mechanism, neighbouring: Neighbouring, orders: np.n
         eps = effective_pure_epsilon(mechanism, neighbouring)
         assert eps is not None  # checked by unsupported_reason
         return rdp_math.rdp_pure(eps, orders)
+    if isinstance(mechanism, Skellam):
+        l2, l1 = effective_skellam_sensitivities(mechanism, neighbouring)
+        return rdp_math.rdp_skellam(mechanism.variance, l2, l1, orders)
     raise TypeError(f"unsupported mechanism {mechanism!r}")  # pragma: no cover
 
 

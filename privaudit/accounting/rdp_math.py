@@ -21,6 +21,10 @@ Sources
 * Laplace mechanism: Mironov 2017, Prop. 6.
 * Pure ε-DP: the Rényi divergence of randomized response with parameter ε, which dominates every
   ε-DP pair (Kairouz, Oh & Viswanath 2015, Thm 2.1, plus the data-processing inequality).
+* Skellam mechanism (integer sum + Sk(μ) noise of variance μ per coordinate): Agarwal, Kairouz & Liu 2021,
+  "The Skellam mechanism for differentially private federated learning", Thm 3.5 / Cor. 3.6, integer α > 1:
+  ε(α) ≤ α Δ₂²/(2μ) + min{((2α − 1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}. Fractional α use ⌈α⌉ (RDP is
+  non-decreasing in α, so this is still an upper bound).
 * RDP → (ε, δ): Balle, Barthe, Gaboardi, Hsu & Sato 2020, "Hypothesis testing interpretations and Rényi
   differential privacy", Thm 21: ε = r(α) + log((α−1)/α) − (log δ + log α)/(α − 1).
 """
@@ -299,6 +303,27 @@ def rdp_sampled_without_replacement_gaussian(q: float, z: float, orders: np.ndar
         # Subsampling never hurts: the bound is also at most the base mechanism's RDP.
         out[i] = min(cache[alpha], base(alpha))
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Skellam
+# --------------------------------------------------------------------------------------------------
+def rdp_skellam(variance: float, l2_sensitivity: float, l1_sensitivity: float, orders: np.ndarray) -> np.ndarray:
+    """RDP of the multi-dimensional Skellam mechanism (Agarwal, Kairouz & Liu 2021, Thm 3.5).
+
+    ε(α) = α Δ₂²/(2μ) + min{((2α − 1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)} at the integer order ⌈α⌉ (α > 1), with μ the
+    noise variance per coordinate and Δ₂, Δ₁ the L2 and L1 sensitivities, all in the integer units of the sum.
+    The first term is the Gaussian mechanism's RDP at variance μ; the second vanishes relative to it as μ grows.
+    """
+    orders = _as_orders(orders)
+    mu, l2, l1 = float(variance), float(l2_sensitivity), float(l1_sensitivity)
+    if math.isinf(mu):
+        return np.zeros_like(orders)
+    a = np.ceil(orders - 1e-12)
+    a = np.maximum(a, 2.0)
+    gaussian = a * l2 * l2 / (2.0 * mu)
+    correction = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * mu * mu), 3.0 * l1 / (2.0 * mu))
+    return gaussian + correction
 
 
 # --------------------------------------------------------------------------------------------------
