@@ -151,6 +151,22 @@ def _privatefl_dnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     )
 
 
+def _privatefl_dnn_in(
+    input_shape: tuple[int, ...], num_classes: int, transform: str = "linear", alpha: str = "channel", beta: str = "pixel"
+) -> nn.Module:
+    """PrivateFL's ``mnist_fully_connected_IN``: the personalised transformation T_k, then d-600-100-C (spec §2.2).
+
+    Default T_k(x) = α ⊙ x + β with α per channel and β per pixel and channel (001 Table 2's best, the
+    reference ``InputNorm(1, 28)``), identity at initialisation; other forms of 001 Table 1 via ``transform``
+    (:mod:`privaudit.fl.transform`). The body is built first, so its initial weights equal
+    ``privatefl-dnn``'s under the same seed. The transformation's parameters are named ``transform.*``.
+    """
+    from privaudit.fl.transform import PersonalisedModel, build_transform
+
+    body = _privatefl_dnn(input_shape, num_classes)
+    return PersonalisedModel(body, build_transform(input_shape, transform, alpha, beta))
+
+
 # --------------------------------------------------------------------------- convolutional models
 
 
@@ -272,6 +288,7 @@ _MODELS: dict[str, _ModelEntry] = {
     "logreg": _ModelEntry(_logreg, "logistic regression on the flattened input (Upcycled-FL Linear(20,2); spec §1.2)"),
     "upcycled-mlp": _ModelEntry(_upcycled_mlp, "Linear(d,196)-ReLU-Dropout(0.5)-Linear(196,C) (Upcycled-FL FEMNIST; spec §1.2)"),
     "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected; spec §2.2)"),
+    "privatefl-dnn-in": _ModelEntry(_privatefl_dnn_in, "personalised α⊙x+β (α per channel, β per pixel) + d-600-100-C (PrivateFL mnist_fully_connected_IN; spec §2.2)"),
     "fedreg-cnn": _ModelEntry(_fedreg_cnn, "FedReg MNIST CNN: 3 conv 5×5 + 2 linear (spec §3.1)"),
     "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST; spec §4.2)"),
     "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST; spec §4.2)"),

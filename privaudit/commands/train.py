@@ -8,6 +8,7 @@ CLI starts; data, models and training are imported when the command runs.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,19 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("dataset", str | None, None, "--dataset", help="Dataset, e.g. synthetic:0.5,0.5, synthetic:iid, digits, mnist:<root> (see --list)."),
         option("rounds", int | None, None, "--rounds", help="Iterations of the round loop (Upcycled-X trains in the odd ones)."),
         option("model", str | None, None, "--model", help="Model name (default: the dataset's default model)."),
-        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, output-perturbation, objective-perturbation."),
+        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, output-perturbation, objective-perturbation (PrivateFL: none, ldp, cdp, ddp)."),
         option("clients_per_round", float, 1.0, "--clients-per-round", help="Fraction q of clients sampled per training round."),
         option("sampling", str, "fixed-size", "--sampling", help="Client sampling: fixed-size (⌊qN⌋ without replacement) or poisson."),
         option("stragglers", float, 0.0, "--stragglers", help="Probability that a sampled client runs a random number of epochs < E."),
-        option("local_epochs", int, 10, "--local-epochs", help="Local epochs E."),
-        option("batch_size", int, 32, "--batch-size", help="Local mini-batch size."),
-        option("lr", float, 0.01, "--lr", help="Local learning rate."),
-        option("momentum", float, 0.5, "--momentum", help="Local SGD momentum (Upcycled-FL uses 0.5)."),
+        option("local_epochs", int | None, None, "--local-epochs", help="Local epochs E (default 10; PrivateFL 1)."),
+        option("batch_size", int | None, None, "--batch-size", help="Local mini-batch size (default 32; PrivateFL 64)."),
+        option("lr", float | None, None, "--lr", help="Local learning rate (default 0.01; PrivateFL 0.1, CDP 0.005)."),
+        option("momentum", float | None, None, "--momentum", help="Local SGD momentum (default 0.5 as Upcycled-FL; PrivateFL 0)."),
         option("seed", int, 0, "--seed", help="Seed of sampling, stragglers, shuffling, noise and model initialisation."),
         option("data_seed", int, 0, "--data-seed", help="Seed of the data generator / partition (kept fixed across training seeds)."),
-        option("num_clients", int | None, None, "--num-clients", help="Number of clients (pooled datasets)."),
+        option("num_clients", int | None, None, "--num-clients", "--clients", help="Number of clients (pooled datasets)."),
         option("partition", str | None, None, "--partition", help="Partition of a pooled dataset, e.g. iid, shards:2, classes:2, dirichlet:0.5."),
+        option("classes_per_client", int | None, None, "--classes-per-client", help="N classes per client (PrivateFL's split: --partition classes:N)."),
         option("dataset_option", list[str] | None, None, "--dataset-option", help="Extra dataset option KEY=VALUE (repeatable), e.g. dim=20."),
         option("execution", str, "auto", "--execution", help="auto, batched (stacked clients) or sequential."),
         option("eval_every", int, 1, "--eval-every", help="Evaluate the global model every k iterations (and after the last)."),
@@ -75,6 +77,17 @@ def _registry_parameters() -> tuple[list[inspect.Parameter], set[str], set[str]]
             parameters.append(inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
             names.add(opt.name)
     return parameters, algorithm_names, privacy_names
+
+
+#: Local-training defaults of ``train`` when an algorithm brings none of its own.
+_LOCAL_DEFAULTS = {"local_epochs": 10, "batch_size": 32, "lr": 0.01, "momentum": 0.5}
+
+
+def _local_settings(kwargs: dict[str, Any], algorithm_defaults: Any) -> dict[str, Any]:
+    """LocalTrainingConfig fields: the flags given, else the algorithm's defaults (given its --privacy), else train's."""
+    defaults = {**_LOCAL_DEFAULTS, **(algorithm_defaults(kwargs["privacy"]) if algorithm_defaults else {})}
+    picked = {k: kwargs[k] if kwargs[k] is not None else defaults[k] for k in _LOCAL_DEFAULTS}
+    return {"epochs": picked["local_epochs"], "batch_size": picked["batch_size"], "lr": picked["lr"], "momentum": picked["momentum"]}
 
 
 def _parse_dataset_options(items: list[str] | None) -> dict[str, Any]:
@@ -161,6 +174,15 @@ def register(app: typer.Typer) -> None:
         from privaudit.fl.experiment import TrainSpec, run_training
 
         torch.set_num_threads(kwargs["threads"])
+        from privaudit.fl.algorithms.pfa_specs import LOCAL_DEFAULTS as PFA_LOCAL_DEFAULTS
+        from privaudit.fl.algorithms.privatefl_specs import LOCAL_DEFAULTS, RUNNERS, SUMMARY_ROWS
+
+        name = str(kwargs["algorithm"]).strip().lower()
+        local = _local_settings(kwargs, LOCAL_DEFAULTS.get(name) or PFA_LOCAL_DEFAULTS.get(name))
+        if kwargs["classes_per_client"] is not None:
+            if kwargs["partition"] is not None:
+                raise InvalidParameterError("give either --classes-per-client N or --partition, not both")
+            kwargs["partition"] = f"classes:{kwargs['classes_per_client']}"
 
         spec = TrainSpec(
             algorithm=kwargs["algorithm"],
@@ -170,7 +192,7 @@ def register(app: typer.Typer) -> None:
             algorithm_options={k: kwargs[k] for k in algorithm_option_names if kwargs[k] is not None},
             privacy=kwargs["privacy"],
             privacy_options={k: kwargs[k] for k in privacy_option_names if kwargs[k] is not None},
-            local=LocalTrainingConfig(epochs=kwargs["local_epochs"], batch_size=kwargs["batch_size"], lr=kwargs["lr"], momentum=kwargs["momentum"]),
+            local=LocalTrainingConfig(**local),
             clients_per_round=kwargs["clients_per_round"],
             sampling=kwargs["sampling"],
             stragglers=kwargs["stragglers"],
@@ -184,10 +206,25 @@ def register(app: typer.Typer) -> None:
             eval_train_loss=kwargs["eval_train_loss"],
         )
         out = kwargs["out"]
-        result = run_training(
+        from privaudit.fl.algorithms.pfa_specs import is_pfa_family
+
+        runner = run_training
+        if is_pfa_family(spec.algorithm):  # PFA family: the checkpoint also holds its participation/uplink report
+            from privaudit.fl.pfa_experiment import run_pfa_training as runner
+        elif spec.algorithm in RUNNERS:  # algorithms with their own entry point (PrivateFL: its privacy modes calibrate from the run)
+            module_name, _, function = RUNNERS[spec.algorithm].partition(":")
+            runner = getattr(importlib.import_module(module_name), function)
+        result = runner(
             spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"], progress=not kwargs["quiet"]
         )
         summary = _summary(result, out)
+        if is_pfa_family(spec.algorithm):
+            from privaudit.fl.pfa_experiment import summary_rows
+
+            summary.update(summary_rows(result))
+        elif spec.algorithm in SUMMARY_ROWS:
+            module_name, _, function = SUMMARY_ROWS[spec.algorithm].partition(":")
+            summary.update(getattr(importlib.import_module(module_name), function)(result))
         if kwargs["json_"]:
             print_json(summary)
             return

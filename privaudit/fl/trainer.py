@@ -170,7 +170,7 @@ class ClientTrainer:
         solver = tasks[0].objective.solver
         uniform = all(t.objective.solver == solver and t.objective.prox == tasks[0].objective.prox for t in tasks)
         uniform = uniform and len({t.objective.linear is None for t in tasks}) == 1
-        if self.stacked is not None and uniform and not isinstance(solver, ExactMinimiser):
+        if self.stacked is not None and uniform and not isinstance(solver, ExactMinimiser) and not hasattr(solver, "train_client"):
             return self._train_batched(global_state, tasks, training_round)
         return [self.train_one(global_state, task, training_round) for task in tasks]
 
@@ -179,6 +179,9 @@ class ClientTrainer:
         """One client's local training by the sequential (reference) trainer."""
         objective = task.objective
         fixed = {k: v.clone() for k, v in global_state.items() if k not in self.names}
+        custom = getattr(objective.solver, "train_client", None)
+        if custom is not None:  # solvers that run the whole client job themselves (DP-SGD, privaudit.fl.dpsgd)
+            return custom(self, global_state, task, training_round)
         x, y = _tensors(task.data)
         if isinstance(objective.solver, ExactMinimiser):
             from privaudit.fl.glm import minimise_exactly

@@ -22,6 +22,8 @@ from privaudit.fl.options import Option, reject_unused, take_options
 #: Torch-free modules that define ``SPECS``.
 ALGORITHM_MODULES = (
     "privaudit.fl.algorithms.specs",
+    "privaudit.fl.algorithms.pfa_specs",
+    "privaudit.fl.algorithms.privatefl_specs",
 )
 
 UPCYCLED_PREFIX = "upcycled-"
