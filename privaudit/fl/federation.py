@@ -3,7 +3,8 @@
 For each iteration r = 1..R::
 
     if algorithm.trains_clients(r):                      # every round, or Upcycled-FL's odd rounds
-        S  ← sample clients (fixed size or Poisson)      # seeded by the training-round index
+        S  ← sample clients (fixed size or Poisson)      # seeded by the training-round index;
+             (or algorithm.select_clients, if it has one: PFA's budget pre-check, after start_federation)
         E_i ← local epochs (stragglers run fewer)
         objectives ← algorithm.local_objective(ω̄, i)    # no data read
         outcomes   ← trainer.train(ω̄, tasks)            # batched on stacked parameters, or sequential
@@ -189,6 +190,10 @@ def run_federation(
     evaluator = Evaluator(module, dataset, train_loss=config.eval_train_loss)
     neighbouring = algorithm.find("neighbouring") or Neighbouring.ADD_REMOVE
     ledger = PrivacyLedger(neighbouring=neighbouring)
+    start = algorithm.find("start_federation")
+    if start is not None:  # algorithms that plan from the run's configuration and set budgets in its ledger (PFA)
+        start(config, ledger)
+    select = algorithm.find("select_clients")  # algorithms that choose each round's clients (PFA's budget pre-check)
     info = RunInfo(
         config=config,
         algorithm=algorithm.describe(),
@@ -215,9 +220,12 @@ def run_federation(
             epochs: list[int] = []
             if trains:
                 training_round += 1
-                sampled = [int(c) for c in sample_clients(
-                    dataset.num_clients, config.clients_per_round, config.sampling, seeds.numpy("sampling", training_round)
-                )]
+                if select is not None:
+                    sampled = sorted(int(c) for c in select(training_round, seeds.numpy("sampling", training_round)))
+                else:
+                    sampled = [int(c) for c in sample_clients(
+                        dataset.num_clients, config.clients_per_round, config.sampling, seeds.numpy("sampling", training_round)
+                    )]
                 epochs = [int(e) for e in local_epochs(
                     len(sampled), config.local.epochs, config.stragglers, seeds.numpy("stragglers", training_round)
                 )]
