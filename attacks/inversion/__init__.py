@@ -1,1 +1,72 @@
-"""Gradient-inversion attacks; they return reconstructions and labels."""
+"""Gradient-inversion attacks; they return reconstructions and labels.
+
+Threat model (what an attack receives): :class:`InversionPayload` = architecture factory + global weights +
+released update + :class:`DataSpec` + :class:`ClientKnowledge`. Attacks by name: :func:`build_attack`
+(``analytic``, ``label``, ``dlg``, ``ig``, ``adaptive-mg``). Client-side releases for experiments:
+:func:`release_update`. End-to-end entry point: :func:`run_inversion`.
+"""
+
+from .adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig, naive_and_adaptive
+from .analytic import AnalyticAttack, AnalyticConfig
+from .base import InversionAttack
+from .client_simulation import FedSGDGradient, UnrolledLocalSGD
+from .dlg import DLGAttack, DLGConfig
+from .experiment import InversionExperiment, InversionRun, parse_defence, run_inversion
+from .fedreg_forward import FedRegLocalTraining, fgsm_pseudo_inputs, modified_gradient, sign_straight_through
+from .figures import save_image_grid
+from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
+from .label_attack import LabelInferenceAttack, LabelInferenceConfig
+from .labels import infer_labels
+from .registry import ATTACKS, attack_options, available_attacks, build_attack
+from .release import (
+    DPSGDRelease,
+    FedAvgRelease,
+    FedRegMGRelease,
+    FedSGDRelease,
+    build_defence,
+    clipped_noisy_gradient,
+    release_update,
+)
+from .threat_model import ClientKnowledge, DataSpec, InversionPayload, InversionResult
+
+__all__ = [
+    "ATTACKS",
+    "AdaptiveMGAttack",
+    "AdaptiveMGConfig",
+    "AnalyticAttack",
+    "AnalyticConfig",
+    "ClientKnowledge",
+    "DLGAttack",
+    "DLGConfig",
+    "DPSGDRelease",
+    "DataSpec",
+    "FedAvgRelease",
+    "FedRegLocalTraining",
+    "FedRegMGRelease",
+    "FedSGDGradient",
+    "FedSGDRelease",
+    "InversionAttack",
+    "InversionExperiment",
+    "InversionPayload",
+    "InversionResult",
+    "InversionRun",
+    "InvertingGradientsAttack",
+    "InvertingGradientsConfig",
+    "LabelInferenceAttack",
+    "LabelInferenceConfig",
+    "UnrolledLocalSGD",
+    "attack_options",
+    "available_attacks",
+    "build_attack",
+    "build_defence",
+    "clipped_noisy_gradient",
+    "fgsm_pseudo_inputs",
+    "infer_labels",
+    "modified_gradient",
+    "naive_and_adaptive",
+    "parse_defence",
+    "release_update",
+    "run_inversion",
+    "save_image_grid",
+    "sign_straight_through",
+]

@@ -1,0 +1,239 @@
+"""What a client releases under a given defence: ground-truth updates for inversion experiments.
+
+Small, self-contained client-side training for attack experiments (the federation engine in
+``privaudit.fl`` is the real trainer). Each defence reuses the same functional code the attacker
+simulates (:mod:`attacks.inversion.client_simulation`, :mod:`attacks.inversion.fedreg_forward`), so an
+attacker that assumes the right defence matches the client exactly.
+
+* :class:`FedSGDRelease` — the mean loss gradient of the client's batch.
+* :class:`FedAvgRelease` — θ_K − θ_0 after K local SGD steps (FedProx with ``proximal_mu > 0``).
+* :class:`DPSGDRelease` — K steps of DP-SGD (Abadi et al., CCS 2016, Alg. 1): per-example gradients
+  (``torch.func.vmap`` over ``torch.func.grad``), each clipped to L2 norm C jointly over all parameters,
+  summed, Gaussian noise N(0, σ²C²I) added, divided by the batch size; released as θ_K − θ_0.
+* :class:`FedRegMGRelease` — FedReg's local training with modified gradients (eq. 11–12).
+
+:func:`release_update` returns the update together with the :class:`ClientKnowledge` an
+honest-but-curious server has by default (the protocol's lr, steps, batch size and the number of
+examples; labels only when ``labels_known``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch.func import functional_call, grad, vmap
+
+from privaudit.errors import InvalidParameterError
+
+from .client_simulation import FedSGDGradient, UnrolledLocalSGD, batch_slices
+from .fedreg_forward import FedRegLocalTraining
+from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
+from .threat_model import ClientKnowledge, DataSpec, InversionPayload, ModelFactory
+
+
+class Defence(Protocol):
+    name: str
+
+    def run(
+        self, model: FunctionalModel, inputs: torch.Tensor, targets: torch.Tensor, data: DataSpec, generator: torch.Generator
+    ) -> ParamDict: ...
+
+    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class FedSGDRelease:
+    name: str = "fedsgd"
+
+    def run(self, model, inputs, targets, data, generator):  # type: ignore[no-untyped-def]
+        return FedSGDGradient().simulate(model, inputs, targets, create_graph=False)
+
+    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge:
+        return ClientKnowledge(num_examples=num_examples, update_kind="gradient", labels=labels)
+
+    def describe(self) -> dict[str, Any]:
+        return {"defence": self.name}
+
+
+@dataclass(frozen=True)
+class FedAvgRelease:
+    lr: float = 0.01
+    local_steps: int = 4
+    batch_size: int | None = None
+    proximal_mu: float = 0.0
+    name: str = "fedavg"
+
+    def run(self, model, inputs, targets, data, generator):  # type: ignore[no-untyped-def]
+        sgd = UnrolledLocalSGD(self.lr, self.local_steps, self.batch_size, self.proximal_mu)
+        return sgd.simulate(model, inputs, targets, create_graph=False)
+
+    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge:
+        return ClientKnowledge(
+            num_examples=num_examples, update_kind="delta", lr=self.lr, local_steps=self.local_steps,
+            batch_size=self.batch_size, proximal_mu=self.proximal_mu, labels=labels,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"defence": self.name, "lr": self.lr, "local_steps": self.local_steps,
+                "batch_size": self.batch_size, "proximal_mu": self.proximal_mu}
+
+
+def clipped_noisy_gradient(
+    model: FunctionalModel,
+    params: ParamDict,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    clip_norm: float,
+    noise_multiplier: float,
+    generator: torch.Generator,
+) -> ParamDict:
+    """(Σ_j clip_C(∇ℓ_j) + N(0, σ²C²I)) / B — one DP-SGD gradient (Abadi et al. 2016, Alg. 1)."""
+
+    def example_loss(p: ParamDict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = functional_call(model.module, (p, model.buffers), (x.unsqueeze(0),))
+        return soft_cross_entropy(logits, y.unsqueeze(0))
+
+    per_example = vmap(grad(example_loss), in_dims=(None, 0, 0))(params, inputs, targets)
+    norms = torch.sqrt(sum(g.reshape(g.shape[0], -1).pow(2).sum(dim=1) for g in per_example.values()))
+    scale = torch.clamp(clip_norm / (norms + 1e-12), max=1.0)
+    out = {}
+    for name, g in per_example.items():
+        summed = (g * scale.reshape((-1,) + (1,) * (g.dim() - 1))).sum(dim=0)
+        noise = torch.randn(summed.shape, generator=generator, device=summed.device) * (noise_multiplier * clip_norm)
+        out[name] = (summed + noise) / inputs.shape[0]
+    return out
+
+
+@dataclass(frozen=True)
+class DPSGDRelease:
+    lr: float = 0.01
+    local_steps: int = 4
+    batch_size: int | None = None
+    clip_norm: float = 1.0
+    noise_multiplier: float = 0.01
+    name: str = "dpsgd"
+
+    def __post_init__(self) -> None:
+        if not self.clip_norm > 0 or self.noise_multiplier < 0:
+            raise InvalidParameterError("DP-SGD needs a positive clip norm C and a non-negative noise multiplier σ")
+
+    def run(self, model, inputs, targets, data, generator):  # type: ignore[no-untyped-def]
+        start = {k: v.detach() for k, v in model.params.items()}
+        theta = dict(start)
+        batches = batch_slices(inputs.shape[0], self.batch_size)
+        for step in range(self.local_steps):
+            batch = batches[step % len(batches)]
+            g = clipped_noisy_gradient(
+                model, theta, inputs[batch], targets[batch], self.clip_norm, self.noise_multiplier, generator
+            )
+            theta = {k: theta[k] - self.lr * g[k] for k in theta}
+        return {k: theta[k] - start[k] for k in theta}
+
+    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge:
+        return ClientKnowledge(
+            num_examples=num_examples, update_kind="delta", lr=self.lr, local_steps=self.local_steps,
+            batch_size=self.batch_size, labels=labels,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"defence": self.name, "lr": self.lr, "local_steps": self.local_steps, "batch_size": self.batch_size,
+                "clip_norm": self.clip_norm, "noise_multiplier": self.noise_multiplier}
+
+
+@dataclass(frozen=True)
+class FedRegMGRelease:
+    lr: float = 0.01
+    local_steps: int = 1
+    batch_size: int | None = None
+    gamma: float = 0.5
+    pseudo_step: float = 0.1
+    perturb_step: float | None = None
+    fgsm_steps: int = 10
+    use_modified_gradient: bool = True
+    regularize: bool = True
+    clamp_fgsm: bool = True
+    name: str = "fedreg-mg"
+
+    def run(self, model, inputs, targets, data, generator):  # type: ignore[no-untyped-def]
+        local = FedRegLocalTraining(
+            lr=self.lr, local_steps=self.local_steps, batch_size=self.batch_size, gamma=self.gamma,
+            pseudo_step=self.pseudo_step, perturb_step=self.perturb_step, fgsm_steps=self.fgsm_steps,
+            use_modified_gradient=self.use_modified_gradient, regularize=self.regularize,
+            box=data.box(inputs.device) if self.clamp_fgsm else None,
+        )
+        return local.simulate(model, inputs, targets, create_graph=False)
+
+    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge:
+        return ClientKnowledge(
+            num_examples=num_examples, update_kind="delta", lr=self.lr, local_steps=self.local_steps,
+            batch_size=self.batch_size, labels=labels,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"defence": self.name, "lr": self.lr, "local_steps": self.local_steps, "batch_size": self.batch_size,
+                "gamma": self.gamma, "pseudo_step": self.pseudo_step, "fgsm_steps": self.fgsm_steps,
+                "modified_gradient": self.use_modified_gradient, "regularize": self.regularize,
+                "fgsm_clamped_to_data_range": self.clamp_fgsm}
+
+
+def release_update(
+    defence: Defence,
+    model_factory: ModelFactory,
+    global_weights: dict[str, torch.Tensor],
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    data: DataSpec,
+    *,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+    labels_known: bool = False,
+    private_parameters: tuple[str, ...] = (),
+) -> InversionPayload:
+    """Run ``defence`` on (inputs, labels) from ``global_weights`` and package what the server receives.
+
+    ``private_parameters`` (e.g. PrivateFL's transformation layer) are used by the client but withheld
+    from the payload's global weights and update. All randomness (DP noise) comes from ``seed``.
+    """
+    if inputs.shape[0] != labels.shape[0]:
+        raise InvalidParameterError(f"{inputs.shape[0]} inputs but {labels.shape[0]} labels")
+    if tuple(inputs.shape[1:]) != data.shape:
+        raise InvalidParameterError(f"inputs have shape {tuple(inputs.shape[1:])}, the data spec says {data.shape}")
+    model = FunctionalModel.build(model_factory, global_weights, device)
+    generator = torch.Generator(device=torch.device(device))
+    generator.manual_seed(int(seed))
+    x = inputs.to(device, torch.float32)
+    targets = one_hot(labels.to(device), data.num_classes)
+    update = defence.run(model, x, targets, data, generator)
+    hidden = set(private_parameters)
+    label_tuple = tuple(int(v) for v in labels.tolist()) if labels_known else None
+    return InversionPayload(
+        model_factory=model_factory,
+        global_weights={k: v.detach().cpu() for k, v in global_weights.items() if k not in hidden},
+        update={k: v.detach().cpu() for k, v in update.items() if k not in hidden},
+        data=data,
+        knowledge=defence.knowledge(inputs.shape[0], label_tuple),
+    )
+
+
+DEFENCES: dict[str, type] = {
+    "fedsgd": FedSGDRelease,
+    "fedavg": FedAvgRelease,
+    "dpsgd": DPSGDRelease,
+    "fedreg-mg": FedRegMGRelease,
+}
+
+
+def build_defence(name: str, **options: Any) -> Defence:
+    """A defence by name (``fedsgd``, ``fedavg``, ``dpsgd``, ``fedreg-mg``) with option overrides."""
+    try:
+        cls = DEFENCES[name]
+    except KeyError:
+        raise InvalidParameterError(f"unknown defence {name!r}; choose one of: {', '.join(DEFENCES)}") from None
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise InvalidParameterError(f"bad options for defence {name!r}: {exc}") from None
