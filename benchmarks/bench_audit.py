@@ -4,10 +4,14 @@ Part 1 (this script): each ε estimator through the public API (bound + ceiling,
 for its default strategy and the other strategies, plus the ROC curve and the bootstrap intervals.
 Target: < 1 s per estimator call. Scores are seeded Gaussians, in ~ N(1, 1), out ~ N(0, 1).
 
-Part 2 (trials per minute of full audits, in-process vs a process pool) belongs to the executor work and
-is not part of this script yet.
+Part 2: trials per minute of the synthetic output-perturbation audit (Upcycled-FL Thm 6.2's mechanism on
+Synthetic iid: train the canary client twice — with and without the canary — clip, release M = 40 times, score
+with the likelihood-ratio test; the ``paper-sgd-domain`` reading of ``upcycled-thm6.2-fig3``) run through the
+executor in-process and in a local process pool of 2 workers (pool start-up included), with results written
+to a resumable ``trials.jsonl`` as the audit runner does.
 
-Usage: ``.venv/bin/python benchmarks/bench_audit.py [--n 100000] [--repeats 3] [--out reports/bench/audit.md]``
+Usage: ``.venv/bin/python benchmarks/bench_audit.py [--n 100000] [--repeats 3] [--trials 200] [--part 1|2|all]
+[--out reports/bench/audit.md]`` (``--part 2`` keeps the file's existing part 1).
 """
 
 from __future__ import annotations
@@ -106,15 +110,78 @@ def run(n: int, repeats: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+PART2_HEADING = "## Part 2: audit trials per minute"
+
+
+def _trial_plan(trials: int):
+    from privaudit.audit.claims import get_claim
+    from privaudit.audit.recipes.upcycled import output_perturbation
+
+    readings = output_perturbation(get_claim("upcycled-thm6.2-fig3"), trials)
+    return next(r for r in readings if getattr(r, "reading_id", "") == "paper-sgd-domain").trials
+
+
+def _time_executor(name: str, workers: int | None, trials: int) -> tuple[float, list]:
+    import tempfile
+
+    from privaudit.executor import make_executor, make_trials, run_trials
+
+    plan = _trial_plan(trials)
+    batch = make_trials([dict(plan.spec)] * trials, base_seed=20_240_611, prefix="bench")
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        results = run_trials(plan.fn, batch, folder, make_executor(name, workers=workers), progress=False)
+        return time.perf_counter() - start, results
+
+
+def run_trials_benchmark(trials: int) -> str:
+    import torch
+
+    torch.set_num_threads(1)
+    _time_executor("in-process", None, 2)  # warm-up: imports and the dataset cache
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    rows = []
+    outcomes = {}
+    for label, name, workers in (("in-process", "in-process", None), ("process pool, 2 workers", "process", 2)):
+        seconds, results = _time_executor(name, workers, trials)
+        outcomes[label] = results
+        rows.append(f"| {label} | {trials} | {seconds:.1f} | {60.0 * trials / seconds:.0f} |")
+        print(rows[-1], flush=True)
+    same = outcomes["in-process"] == outcomes["process pool, 2 workers"]
+    lines = [
+        PART2_HEADING,
+        "",
+        f"The synthetic output-perturbation audit: {trials} trials of the `paper-sgd-domain` reading of `upcycled-thm6.2-fig3` "
+        "(one trial = the canary client trained with and without the canary through the engine, clipped, released 40 times, "
+        "scored by the likelihood-ratio test), results appended to `trials.jsonl`; one torch thread per process; the pool's "
+        f"start-up (spawn, imports) is included. Load average {load:.2f} at start, {os.cpu_count()} CPUs.",
+        "",
+        "| executor | trials | seconds | trials / minute |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+        f"Same seeds, same results on both executors: {'yes' if same else '**no**'}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="scores per side")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=200, help="audit trials per executor (part 2)")
+    parser.add_argument("--part", choices=("1", "2", "all"), default="all")
     parser.add_argument("--out", type=Path, default=Path("reports/bench/audit.md"))
     args = parser.parse_args()
-    table = run(args.n, args.repeats)
+    existing = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+    part1 = existing.split(PART2_HEADING)[0].rstrip("\n") + "\n" if existing else ""
+    if args.part in ("1", "all"):
+        part1 = run(args.n, args.repeats)
+    part2 = existing[existing.index(PART2_HEADING):] if PART2_HEADING in existing else ""
+    if args.part in ("2", "all"):
+        part2 = run_trials_benchmark(args.trials)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table, encoding="utf-8")
+    args.out.write_text(part1 + ("\n" + part2 if part2 else ""), encoding="utf-8")
     print(f"\nwritten to {args.out}")
 
 

@@ -13,6 +13,8 @@ import typer
 COMMAND_MODULES = (
     "privaudit.commands.compute_epsilon",
     "privaudit.commands.train",
+    "privaudit.commands.attack",
+    "privaudit.commands.audit",
     "privaudit.commands.report",
 )
 

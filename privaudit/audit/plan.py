@@ -1,0 +1,167 @@
+"""What a recipe hands the runner: readings of a claim, each with its trials, analysis and estimators.
+
+A *claim* (``privaudit.audit.claims``) is tested under one or more *readings*: the mechanism as the paper
+states it, as the reference code runs it, or a setting whose answer is known (a validity check). A recipe
+(``privaudit.audit.recipes``) turns a claim into readings; the runner (``privaudit.audit.runner``) runs
+each reading's trials through the executor, calls its ``analyse`` on the trial results, computes the ε
+lower bounds with the reading's estimators, and decides the reading's verdict.
+
+Everything here is a frozen value. ``TrialPlan.fn`` must be a module-level function (the process pool and
+Ray pickle it by reference) and ``TrialPlan.spec`` JSON-able; ``analyse`` runs in the main process only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from privaudit.audit.strategies import Strategy
+from privaudit.audit.verdict import AccountingEvidence
+from privaudit.errors import InvalidParameterError
+
+
+class Role(str, Enum):
+    """What a reading stands for; the claim's overall verdict is decided by the first two only."""
+
+    PAPER = "paper"  # the mechanism as the paper states and analyses it
+    IMPLEMENTATION = "implementation"  # the mechanism as the reference code runs it
+    VALIDITY = "validity"  # a setting whose answer is known: a correct mechanism must not be refuted
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A module a reading (or a whole claim) needs, e.g. training code that another issue provides."""
+
+    module: str
+    what: str
+
+    def available(self) -> bool:
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except (ImportError, ValueError):
+            return False
+
+    def reason(self) -> str:
+        path = self.module.replace(".", "/") + ".py"
+        return f"needs {self.what} ({path}), which has not landed yet"
+
+
+def missing(requirements: Sequence[Requirement]) -> list[Requirement]:
+    """The requirements whose module cannot be found (nothing is imported)."""
+    return [r for r in requirements if not r.available()]
+
+
+@dataclass(frozen=True)
+class EstimatorChoice:
+    """One estimator consulted by a reading; the reading's α is split equally over its estimators.
+
+    ``pilot`` > 0 spends the first ``pilot`` trials on choosing an explicit threshold (the midpoint between
+    the pilot in- and out-scores, Jagielski et al. 2020: a threshold picked on separate runs) and bounds on
+    the remaining trials with :class:`~privaudit.audit.strategies.Explicit`; ``strategy`` is then ignored.
+    """
+
+    name: str
+    strategy: Strategy | None = None
+    pilot: int = 0
+
+    def __post_init__(self) -> None:
+        if self.name not in ("cp", "gdp", "one-run", "one-run-fdp"):
+            raise InvalidParameterError(f"unknown estimator {self.name!r}")
+        if int(self.pilot) < 0:
+            raise InvalidParameterError("pilot trials must be ≥ 0")
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """``count`` trials of ``fn(spec, seed)``; every trial returns ``{"in": score, "out": score, ...}``."""
+
+    fn: Callable[[dict[str, Any], int], Any]
+    spec: Mapping[str, Any]
+    count: int
+    label: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or int(self.count) < 1:
+            raise InvalidParameterError(f"a trial plan needs at least one trial, got {self.count!r}")
+
+
+@dataclass(frozen=True)
+class AttackInfo:
+    """What the attack is, for the report: its name, the threat model, the canary and the score."""
+
+    name: str
+    threat_model: str
+    canary: str
+    score: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "threat_model": self.threat_model, "canary": self.canary, "score": self.score}
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """A reading's evidence, from its trial results: accounting evidence, attack scores and details.
+
+    ``in_scores``/``out_scores`` are None for accounting-only readings. ``details`` is JSON-able (numbers
+    the report shows next to the verdict: measured sensitivities, participation counts, recovery errors).
+    ``claimed_epsilon`` replaces the reading's when the claimed value is only known after the run (a per-client
+    budget drawn during training).
+    """
+
+    evidence: tuple[AccountingEvidence, ...] = ()
+    in_scores: np.ndarray | None = None
+    out_scores: np.ndarray | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    claimed_epsilon: float | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One way of testing a claim (see the module docstring)."""
+
+    reading_id: str
+    title: str
+    role: Role
+    description: str
+    claimed_epsilon: float
+    claimed_delta: float
+    analyse: Callable[[Sequence[Any]], Analysis]
+    trials: TrialPlan | None = None
+    estimators: tuple[EstimatorChoice, ...] = ()
+    attack: AttackInfo | None = None
+    claim_note: str = ""
+
+
+@dataclass(frozen=True)
+class PendingPart:
+    """A part of a claim's audit that cannot run yet, and why (never faked)."""
+
+    part_id: str
+    title: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"part": self.part_id, "title": self.title, "reason": self.reason}
+
+
+def pending_unless(requirements: Sequence[Requirement], part_id: str, title: str,
+                   build: Callable[[], Reading]) -> Reading | PendingPart:
+    """``build()`` if every requirement is present, else a :class:`PendingPart` naming the missing ones."""
+    absent = missing(requirements)
+    if absent:
+        return PendingPart(part_id, title, "; ".join(r.reason() for r in absent))
+    return build()
+
+
+@dataclass(frozen=True)
+class ClaimDetails:
+    """Claim-level numbers a recipe adds to the result (e.g. the paper's comparison under each reading)."""
+
+    details: Mapping[str, Any]
+    notes: tuple[str, ...] = ()

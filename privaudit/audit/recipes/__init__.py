@@ -1,0 +1,14 @@
+"""Recipes: one module per paper, turning a registered claim into the readings that test it.
+
+A recipe is ``recipe(claim, trials) -> Sequence[Reading | PendingPart | ClaimDetails]`` (types in
+:mod:`privaudit.audit.plan`); the claim names it as ``"module:function"``. Recipes only *describe* the work:
+trials run through the executor in :mod:`privaudit.audit.runner`, and building readings imports no torch.
+
+* :mod:`~privaudit.audit.recipes.upcycled` — Upcycled-FL Thm 6.2 (output perturbation) and Thm 6.3
+  (objective perturbation); trials in :mod:`~privaudit.audit.recipes.upcycled_trials`;
+* :mod:`~privaudit.audit.recipes.privatefl` — PrivateFL CDP (per-tensor clipping) and LDP participation;
+* :mod:`~privaudit.audit.recipes.pfa` — PFA's reference calibration and participation;
+* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's DP-SGD comparison points and MG's membership audit;
+* shared: :mod:`~privaudit.audit.recipes.accounting`, :mod:`~privaudit.audit.recipes.participation`,
+  :mod:`~privaudit.audit.recipes.trial_results`.
+"""

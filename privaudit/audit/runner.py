@@ -1,0 +1,403 @@
+"""Run claim audits: readings → trials (through the executor, resumable) → ε lower bounds → verdicts → result JSON.
+
+Entry points:
+
+* :func:`run_claim` — one claim of the registry (``privaudit audit --claim ID``);
+* :func:`run_suite` — every claim of a named suite (``privaudit audit --suite default``);
+* :func:`privaudit.audit.checkpoint_audit.run_one_run_audit` — a one-run canary audit of a trained federation.
+
+For each reading of a claim (``privaudit.audit.plan``) the runner runs its trials with
+:func:`privaudit.executor.run_trials` into ``<out>/trials/<claim>/<reading>/trials.jsonl`` (a re-run skips the
+trials already there; a ``plan.json`` beside it refuses to mix trials of a different plan), seeds every trial
+from the audit seed, the claim and the reading, calls the reading's ``analyse``, computes each estimator's
+lower bound with its share α/k of the reading's significance (so the reading's family-wise confidence is
+1 − α), with its ceiling and its power against a 2× less private mechanism, and decides the reading's
+verdict with :func:`privaudit.audit.verdict.decide`. The claim's verdict combines its paper and
+implementation readings (:func:`overall_verdict`); validity readings only check the audit itself.
+
+The result is one ``claim-audit`` file per claim, ``<out>/<claim_id>.json`` (:mod:`privaudit.report.results`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privaudit.audit.claims import Claim, get_claim
+from privaudit.audit.estimators import estimate
+from privaudit.audit.metrics import attack_metrics
+from privaudit.audit.plan import Analysis, ClaimDetails, PendingPart, Reading, Role
+from privaudit.audit.results import LowerBound, jsonable
+from privaudit.audit.strategies import Explicit
+from privaudit.audit.suites import get_suite
+from privaudit.audit.verdict import Verdict, VerdictResult, decide
+from privaudit.errors import InvalidParameterError
+from privaudit.executor import EXECUTORS, make_executor, make_trials, run_trials
+
+PLAN_FILE = "plan.json"
+ROC_POINTS = 256
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """How to run: trials per reading, significance, seed, executor, output folder, power simulation size."""
+
+    trials: int | None = None
+    significance: float = 0.05
+    seed: int = 0
+    executor: str = "in-process"
+    workers: int | None = None
+    address: str | None = None
+    out: Path | None = None
+    power_trials: int = 200
+    power_factor: float = 2.0
+    min_power: float = 0.8
+    bootstrap_resamples: int = 200
+    progress: bool = True
+    torch_threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.trials is not None and (isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1):
+            raise InvalidParameterError(f"trials must be a positive integer, got {self.trials!r}")
+        if not (isinstance(self.significance, int | float) and 0.0 < float(self.significance) < 1.0):
+            raise InvalidParameterError(f"significance must lie in (0, 1), got {self.significance!r}")
+        if isinstance(self.power_trials, bool) or int(self.power_trials) < 1:
+            raise InvalidParameterError(f"power trials must be a positive integer, got {self.power_trials!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InvalidParameterError(f"the audit seed must be a non-negative integer, got {self.seed!r}")
+        if self.torch_threads is not None and int(self.torch_threads) < 1:
+            raise InvalidParameterError(f"torch threads must be at least 1, got {self.torch_threads}")
+        if self.workers is not None and int(self.workers) < 1:
+            raise InvalidParameterError(f"workers must be at least 1, got {self.workers}")
+        check_executor(self.executor)
+        if self.out is not None:
+            object.__setattr__(self, "out", Path(self.out))
+
+
+def check_executor(name: str) -> None:
+    """Refuse an unknown executor, or Ray when it is not installed, before any work is done."""
+    key = str(name).strip().lower()
+    known = {"in-process", "inprocess", "local", "process", "processes", "pool", "ray"}
+    if key not in known:
+        raise InvalidParameterError(f"unknown executor {name!r}; choose one of: {', '.join(EXECUTORS)}")
+    if key == "ray" and importlib.util.find_spec("ray") is None:
+        raise InvalidParameterError("the ray executor needs Ray, which is not installed: pip install 'privaudit[ray]'")
+
+
+# ------------------------------------------------------------------------------------------------
+# outcomes
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class ReadingOutcome:
+    reading: Reading
+    analysis: Analysis
+    bounds: list[LowerBound]
+    verdict: VerdictResult
+    metrics: dict[str, Any] | None
+    trials: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.reading
+        return {
+            "reading": r.reading_id,
+            "title": r.title,
+            "role": r.role.value,
+            "description": r.description,
+            "claimed": {"epsilon": r.claimed_epsilon, "delta": r.claimed_delta, "note": r.claim_note},
+            "accountant": [{**e.to_dict(), "reading": r.reading_id} for e in self.analysis.evidence],
+            "lower_bounds": [{**b.to_dict(), "reading": r.reading_id} for b in self.bounds],
+            "verdict": self.verdict.verdict.value,
+            "reason": self.verdict.reason,
+            "refuted_by": list(self.verdict.refuted_by),
+            "family_confidence": self.verdict.family_confidence,
+            "notes": [*self.verdict.notes, *self.analysis.notes],
+            "attack": None if r.attack is None else {
+                **r.attack.to_dict(),
+                "estimators": [{"name": e.name, "pilot_trials": e.pilot} for e in r.estimators],
+                "metrics": self.metrics,
+            },
+            "trials": self.trials,
+            "seconds": self.seconds,
+            "details": jsonable(dict(self.analysis.details)),
+        }
+
+
+@dataclass
+class ClaimAudit:
+    claim: Claim
+    readings: list[ReadingOutcome]
+    pending: list[PendingPart]
+    details: dict[str, Any]
+    verdict: Verdict
+    reason: str
+    notes: list[str] = field(default_factory=list)
+    settings: AuditSettings | None = None
+    seconds: float = 0.0
+    path: Path | None = None
+
+    @property
+    def trials(self) -> int:
+        return sum(o.trials for o in self.readings)
+
+    def data(self) -> dict[str, Any]:
+        readings = [o.to_dict() for o in self.readings]
+        return {
+            **self.claim.to_dict(),
+            "accountant": [e for r in readings for e in r["accountant"]],
+            "lower_bounds": [b for r in readings for b in r["lower_bounds"]],
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "notes": self.notes,
+            "readings": readings,
+            "pending": [p.to_dict() for p in self.pending],
+            "details": jsonable(self.details),
+            "trials": self.trials,
+            "seconds": self.seconds,
+        }
+
+
+def overall_verdict(outcomes: Sequence[ReadingOutcome]) -> tuple[Verdict, str, list[str]]:
+    """The claim's verdict from its paper and implementation readings.
+
+    refuted — some such reading is refuted (the claim is false for a mechanism it is made about);
+    consistent — every such reading is consistent; inconclusive — otherwise. A refuted *validity* reading
+    means the audit refuted a correct mechanism: it is reported as a failed validity check.
+    """
+    notes = [f"validity check failed: {o.reading.reading_id} was refuted ({o.verdict.reason})"
+             for o in outcomes if o.reading.role is Role.VALIDITY and o.verdict.verdict is Verdict.REFUTED]
+    decisive = [o for o in outcomes if o.reading.role is not Role.VALIDITY]
+    refuted = [o for o in decisive if o.verdict.verdict is Verdict.REFUTED]
+    if refuted:
+        head = refuted[0]
+        more = f" (and {len(refuted) - 1} more reading(s))" if len(refuted) > 1 else ""
+        return Verdict.REFUTED, f"{head.reading.reading_id}: {head.verdict.reason}{more}", notes
+    if decisive and all(o.verdict.verdict is Verdict.CONSISTENT for o in decisive):
+        return Verdict.CONSISTENT, "; ".join(f"{o.reading.reading_id}: {o.verdict.reason}" for o in decisive), notes
+    if not decisive:
+        return Verdict.INCONCLUSIVE, "no paper or implementation reading could run", notes
+    open_ = [o for o in decisive if o.verdict.verdict is Verdict.INCONCLUSIVE]
+    return Verdict.INCONCLUSIVE, f"{open_[0].reading.reading_id}: {open_[0].verdict.reason}", notes
+
+
+# ------------------------------------------------------------------------------------------------
+# running
+# ------------------------------------------------------------------------------------------------
+def _reading_seed(seed: int, claim_id: str, reading_id: str) -> int:
+    sequence = np.random.SeedSequence([int(seed), zlib.crc32(claim_id.encode()), zlib.crc32(reading_id.encode())])
+    return int(sequence.generate_state(1, np.uint32)[0])
+
+
+def _plan_fingerprint(reading: Reading, base_seed: int) -> dict[str, Any]:
+    plan = reading.trials
+    assert plan is not None
+    spec = json.loads(json.dumps(dict(plan.spec), sort_keys=True))
+    digest = hashlib.sha256(json.dumps({"fn": f"{plan.fn.__module__}.{plan.fn.__qualname__}", "spec": spec,
+                                        "seed": base_seed}, sort_keys=True).encode()).hexdigest()
+    return {"fn": f"{plan.fn.__module__}.{plan.fn.__qualname__}", "seed": base_seed, "spec": spec, "sha256": digest}
+
+
+def _guard_plan(directory: Path, fingerprint: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / PLAN_FILE
+    if path.exists():
+        try:
+            existing = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            existing = {}
+        if existing.get("sha256") != fingerprint["sha256"]:
+            raise InvalidParameterError(
+                f"{directory} holds trials of a different audit plan (other parameters or seed); "
+                "use another --out directory or remove it"
+            )
+        return
+    path.write_text(json.dumps(fingerprint, indent=1) + "\n")
+
+
+def _pilot_threshold(in_scores: np.ndarray, out_scores: np.ndarray) -> float:
+    """A threshold from pilot trials only: the middle of the gap if they separate, else between the medians."""
+    if in_scores.min() > out_scores.max():
+        return float((in_scores.min() + out_scores.max()) / 2.0)
+    return float((np.median(in_scores) + np.median(out_scores)) / 2.0)
+
+
+def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings, power_seed: int) -> list[LowerBound]:
+    if analysis.in_scores is None or analysis.out_scores is None:
+        return []
+    if not reading.estimators:
+        raise InvalidParameterError(f"reading {reading.reading_id} produced attack scores but names no estimator")
+    share = float(settings.significance) / len(reading.estimators)
+    claimed = reading.claimed_epsilon
+    power_claim = claimed if reading.claimed_delta > 0 and math.isfinite(claimed) else None
+    bounds = []
+    for choice in reading.estimators:
+        in_s, out_s = analysis.in_scores, analysis.out_scores
+        strategy = choice.strategy
+        details: dict[str, Any] = {}
+        if choice.pilot:
+            k = min(choice.pilot, len(in_s) - 1, len(out_s) - 1)
+            if k < 1:
+                raise InvalidParameterError(f"reading {reading.reading_id} needs more than {choice.pilot} trials for its pilot")
+            threshold = _pilot_threshold(in_s[:k], out_s[:k])
+            in_s, out_s = in_s[k:], out_s[k:]
+            strategy = Explicit(threshold)
+            details = {"pilot_trials": k, "threshold_from_pilot": threshold}
+        bound = estimate(choice.name, in_s, out_s, significance=share, delta=reading.claimed_delta, strategy=strategy,
+                         claimed_epsilon=power_claim, power_factor=settings.power_factor,
+                         power_trials=int(settings.power_trials), power_seed=power_seed)
+        if details:
+            bound = replace(bound, details={**bound.details, **details})
+        bounds.append(bound)
+    return bounds
+
+
+def _fmt(x: float) -> str:
+    return "∞" if math.isinf(x) else f"{x:.4g}"
+
+
+def _accounting_bracket(analysis: Analysis, claimed: float) -> str:
+    """What the accounting of an attack-free reading does say: its certified bounds beside the claim."""
+    impl = [e for e in analysis.evidence if e.implementation]
+    lowers = [e.lower for e in impl if e.lower is not None]
+    uppers = [e.upper for e in impl if e.assumptions_hold]
+    parts = []
+    if lowers:
+        parts.append(f"certified ε ≥ {_fmt(max(lowers))}")
+    if uppers:
+        parts.append(f"ε ≤ {_fmt(min(uppers))} (an upper bound, which refutes nothing)")
+    if not parts:
+        return f"no certified bound on the implementation's ε (claimed {_fmt(claimed)})"
+    return f"accounting: {' and '.join(parts)} vs claimed {_fmt(claimed)}"
+
+
+def _thin(values: list[Any], keep: np.ndarray) -> list[Any]:
+    return [values[i] for i in keep]
+
+
+def _metrics(analysis: Analysis, settings: AuditSettings, seed: int) -> dict[str, Any] | None:
+    if analysis.in_scores is None or analysis.out_scores is None:
+        return None
+    metrics = attack_metrics(analysis.in_scores, analysis.out_scores, n_resamples=int(settings.bootstrap_resamples),
+                             seed=seed).to_dict()
+    roc = metrics["roc"]
+    if len(roc["fpr"]) > ROC_POINTS:
+        keep = np.unique(np.linspace(0, len(roc["fpr"]) - 1, ROC_POINTS).round().astype(int))
+        metrics["roc"] = {k: _thin(v, keep) for k, v in roc.items()}
+        metrics["roc"]["thinned_from"] = len(roc["fpr"])
+    metrics["scores"] = {"in": _score_summary(analysis.in_scores), "out": _score_summary(analysis.out_scores)}
+    return metrics
+
+
+def _score_summary(values: np.ndarray) -> dict[str, float]:
+    return {"mean": float(np.mean(values)), "std": float(np.std(values)), "min": float(np.min(values)),
+            "max": float(np.max(values))}
+
+
+def _limit_torch_threads(settings: AuditSettings) -> None:
+    """In-process trials train tiny models: one torch thread is fastest (pool workers set theirs themselves)."""
+    if settings.torch_threads is not None and settings.executor.strip().lower() in ("in-process", "inprocess", "local"):
+        import torch
+
+        torch.set_num_threads(int(settings.torch_threads))
+
+
+def run_reading(claim: Claim, reading: Reading, settings: AuditSettings) -> ReadingOutcome:
+    """Trials (if any) → analysis → lower bounds → verdict, for one reading."""
+    started = time.perf_counter()
+    base_seed = _reading_seed(settings.seed, claim.claim_id, reading.reading_id)
+    results: list[Any] = []
+    if reading.trials is not None:
+        plan = reading.trials
+        out_dir = None
+        if settings.out is not None:
+            out_dir = settings.out / "trials" / claim.claim_id / reading.reading_id
+            _guard_plan(out_dir, _plan_fingerprint(reading, base_seed))
+        trials = make_trials([dict(plan.spec)] * int(plan.count), base_seed, prefix=reading.reading_id)
+        _limit_torch_threads(settings)
+        executor = make_executor(settings.executor, workers=settings.workers, address=settings.address)
+        results = run_trials(plan.fn, trials, out_dir, executor, progress=settings.progress,
+                             label=f"{claim.claim_id} · {plan.label}")
+    analysis = reading.analyse(results)
+    if analysis.claimed_epsilon is not None:
+        reading = replace(reading, claimed_epsilon=float(analysis.claimed_epsilon))
+    bounds = _bounds(reading, analysis, settings, power_seed=base_seed)
+    verdict = decide(reading.claimed_epsilon, reading.claimed_delta, bounds, analysis.evidence, min_power=settings.min_power)
+    if verdict.verdict is Verdict.INCONCLUSIVE and not bounds:
+        verdict = replace(verdict, reason=f"{verdict.reason}; {_accounting_bracket(analysis, reading.claimed_epsilon)}")
+    metrics = _metrics(analysis, settings, base_seed)
+    return ReadingOutcome(reading, analysis, bounds, verdict, metrics, len(results), time.perf_counter() - started)
+
+
+def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: Any) -> ClaimAudit:
+    """Audit one registered claim; writes ``<out>/<claim_id>.json`` when ``settings.out`` is set.
+
+    ``options`` are :class:`AuditSettings` fields (a shortcut for ``run_claim(id, AuditSettings(...))``).
+    A pending claim (its training code has not landed) raises :class:`InvalidParameterError` with the reason.
+    """
+    settings = settings or AuditSettings(**options)
+    claim = get_claim(claim_id)
+    reason = claim.pending_reason()
+    if reason is not None:
+        raise InvalidParameterError(f"claim {claim.claim_id} is pending: {reason}")
+    started = time.perf_counter()
+    trials = settings.trials or claim.default_trials
+    parts = claim.recipe_function()(claim, trials)
+    outcomes, pending, details, notes = [], [], {}, []
+    for part in parts:
+        if isinstance(part, PendingPart):
+            pending.append(part)
+        elif isinstance(part, ClaimDetails):
+            details.update(part.details)
+            notes.extend(part.notes)
+        else:
+            outcomes.append(run_reading(claim, part, settings))
+    verdict, reason, validity_notes = overall_verdict(outcomes)
+    audit = ClaimAudit(claim, outcomes, pending, details, verdict, reason, [*notes, *validity_notes], settings,
+                       time.perf_counter() - started)
+    if settings.out is not None:
+        audit.path = write_claim_result(audit, settings.out / f"{claim.claim_id}.json")
+    return audit
+
+
+def write_claim_result(audit: ClaimAudit, path: Path) -> Path:
+    from privaudit.report.results import make_result, write_result
+
+    s = audit.settings or AuditSettings()
+    config = {"claim_id": audit.claim.claim_id, "trials_per_reading": s.trials or audit.claim.default_trials,
+              "significance": s.significance, "seed": s.seed, "executor": s.executor, "workers": s.workers,
+              "power_trials": s.power_trials, "power_factor": s.power_factor, "min_power": s.min_power}
+    title = f"{audit.claim.claim_id}: {audit.verdict.value}"
+    result = make_result("claim-audit", title, audit.data(), config, seed=s.seed)
+    return write_result(path, result)
+
+
+@dataclass
+class SuiteAudit:
+    name: str
+    audits: list[ClaimAudit]
+    pending: list[tuple[str, str]]
+
+
+def run_suite(name: str, settings: AuditSettings | None = None, **options: Any) -> SuiteAudit:
+    """Run every claim of suite ``name`` at the suite's trial counts (``settings.trials`` overrides them)."""
+    settings = settings or AuditSettings(**options)
+    entries = get_suite(name)
+    audits, pending = [], []
+    for entry in entries:
+        claim = get_claim(entry.claim_id)
+        reason = claim.pending_reason()
+        if reason is not None:
+            pending.append((claim.claim_id, reason))
+            continue
+        audits.append(run_claim(claim.claim_id, replace(settings, trials=settings.trials or entry.trials)))
+    return SuiteAudit(name, audits, pending)

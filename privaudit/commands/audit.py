@@ -1,0 +1,152 @@
+"""``privaudit audit``: check a paper's privacy claim — accounting, attacks, ε lower bounds, a verdict.
+
+::
+
+    privaudit audit --list                                                             # the claims registry
+    privaudit audit --claim upcycled-thm6.2-fig3 --trials 1000 --executor process --out audits/up
+    privaudit audit --suite default --out reports/default
+    privaudit audit --checkpoint runs/priv --canaries 500 --one-run --out audits/one
+
+Each claim audit writes ``<out>/<claim_id>.json`` (a ``claim-audit`` result that ``privaudit report`` renders)
+and its trials to ``<out>/trials/`` (a re-run with the same arguments resumes them), then prints a summary
+table. Module-level imports are light (typer only); the audit stack is imported inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from privaudit.commands._common import cli_errors, print_json
+from privaudit.errors import InvalidParameterError
+
+DEFAULT_OUT = Path("reports/audits")
+
+
+def _console():
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # files and pipes: wide enough for the tables, no wrapped ids
+        console = Console(width=180)
+    return console
+
+
+def _print_audits(audits, pending=()) -> None:
+    from privaudit.audit.summary import audit_table, reasons
+
+    console = _console()
+    console.print(audit_table(audits, pending))
+    for line in reasons(audits, pending):
+        console.print(line, highlight=False, markup=False)
+    for audit in audits:
+        if audit.path is not None:
+            console.print(f"written: {audit.path}", highlight=False, markup=False)
+
+
+def _one_mode(list_: bool, claim: str | None, suite: str | None, checkpoint: Path | None) -> str:
+    chosen = [name for name, on in (("--list", list_), ("--claim", claim is not None), ("--suite", suite is not None),
+                                    ("--checkpoint", checkpoint is not None)) if on]
+    if len(chosen) != 1:
+        raise InvalidParameterError("audit needs exactly one of --list, --claim ID, --suite NAME or --checkpoint DIR"
+                                    + (f" (got {', '.join(chosen)})" if chosen else ""))
+    return chosen[0]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("audit")
+    @cli_errors
+    def audit(
+        list_: bool = typer.Option(False, "--list", help="List the claims registry (id, paper, claim, ready|pending + reason)."),
+        claim: str | None = typer.Option(None, "--claim", help="Audit one registered claim (see --list)."),
+        suite: str | None = typer.Option(None, "--suite", help="Audit every claim of a named suite (e.g. 'default')."),
+        checkpoint: Path | None = typer.Option(None, "--checkpoint", help="A trained federation (privaudit train --out DIR)."),
+        one_run: bool = typer.Option(False, "--one-run", help="With --checkpoint: re-train once with canaries and bound ε in one run."),
+        canaries: int | None = typer.Option(None, "--canaries", help="With --one-run: number of input canaries (each inserted w.p. ½)."),
+        canary_kind: str = typer.Option("mislabelled", "--canary-kind", help="With --one-run: mislabelled or ood."),
+        delta: float = typer.Option(1e-5, "--delta", help="With --one-run: δ of the audited claim."),
+        claimed_epsilon: float | None = typer.Option(None, "--claimed-epsilon", help="With --one-run: the ε to audit (default: the ledger's)."),
+        trials: int | None = typer.Option(None, "--trials", help="Trials per reading (default: the claim's or the suite's)."),
+        executor: str = typer.Option("in-process", "--executor", help="in-process, process (a local pool) or ray."),
+        workers: int | None = typer.Option(None, "--workers", help="Workers of the process pool or Ray."),
+        address: str | None = typer.Option(None, "--address", help="Ray cluster address (e.g. auto)."),
+        alpha: float = typer.Option(0.05, "--alpha", help="Significance per reading, split equally over its estimators."),
+        power_trials: int = typer.Option(200, "--power-trials", help="Simulations behind each power figure."),
+        seed: int = typer.Option(0, "--seed", help="Audit seed (every trial's seed derives from it)."),
+        out: Path = typer.Option(DEFAULT_OUT, "--out", help="Output folder for result files and trials."),
+        threads: int = typer.Option(1, "--threads", help="torch threads for in-process trials (tiny models: 1 is fastest)."),
+        quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+        json_output: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of tables."),
+    ) -> None:
+        """Audit a paper's privacy claim: accountant ε, attack ε lower bounds with ceiling and power, verdict."""
+        mode = _one_mode(list_, claim, suite, checkpoint)
+        if trials is not None and trials < 1:
+            raise InvalidParameterError(f"--trials must be a positive integer, got {trials}")
+        if threads < 1:
+            raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
+        if mode != "--checkpoint" and (one_run or canaries is not None):
+            raise InvalidParameterError("--one-run and --canaries apply to --checkpoint audits only")
+        if mode == "--list":
+            from privaudit.audit.claims import list_claims
+            from privaudit.audit.summary import registry_table
+
+            statuses = list_claims()
+            if json_output:
+                print_json([s.to_dict() for s in statuses])
+            else:
+                _console().print(registry_table(statuses))
+            return
+        if mode == "--checkpoint":
+            _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out,
+                        quiet, json_output, trials, threads)
+            return
+        from privaudit.audit.runner import AuditSettings, check_executor, run_claim, run_suite
+
+        check_executor(executor)
+        settings = AuditSettings(trials=trials, significance=alpha, seed=seed, executor=executor, workers=workers,
+                                 address=address, out=out, power_trials=power_trials, progress=not quiet, torch_threads=threads)
+        if mode == "--claim":
+            audits, pending = [run_claim(claim, settings)], []
+        else:
+            result = run_suite(suite, settings)
+            audits, pending = result.audits, result.pending
+        if json_output:
+            print_json({"audits": [a.data() for a in audits], "pending": [{"claim_id": c, "reason": r} for c, r in pending]})
+        else:
+            _print_audits(audits, pending)
+
+
+def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out, quiet,
+                json_output, trials, threads) -> None:
+    if not one_run:
+        raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (multi-run audits use --claim)")
+    if canaries is None:
+        raise InvalidParameterError("--one-run needs --canaries m (the number of canaries, e.g. 500)")
+    if trials is not None:
+        raise InvalidParameterError("--trials does not apply to a one-run audit (it trains once)")
+    import torch
+
+    from privaudit.audit.checkpoint_audit import run_one_run_audit
+
+    torch.set_num_threads(threads)
+    result = run_one_run_audit(checkpoint, canaries, out=out, delta=delta, significance=alpha, claimed_epsilon=claimed_epsilon,
+                               canary_kind=canary_kind, seed=seed, power_trials=power_trials, progress=not quiet)
+    if json_output:
+        print_json(result.data())
+        return
+    console = _console()
+    from rich.table import Table
+
+    table = Table(title=f"one-run audit of {checkpoint}")
+    for name in ("estimator", "ε lower bound", "α", "ceiling", "power"):
+        table.add_column(name)
+    for b in result.bounds:
+        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.significance:.3g}", f"{b.ceiling:.4g}",
+                      "—" if b.power is None else f"{b.power.probability:.2f}")
+    console.print(table)
+    console.print(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}); {result.inserted} of {result.canaries} "
+                  f"canaries inserted", highlight=False, markup=False)
+    console.print(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}", highlight=False, markup=False)
+    if result.path is not None:
+        console.print(f"written: {result.path}", highlight=False, markup=False)

@@ -1,0 +1,128 @@
+"""`privaudit audit` through the CLI entry point: happy paths and every bad input → one line, exit 2."""
+
+import json
+
+import pytest
+import torch
+
+from privaudit.audit.claims import FEDREG_TRAINING
+from privaudit.cli import main
+
+torch.set_num_threads(1)
+
+
+def run(capsys, *args):
+    code = main(["audit", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(capsys, *args, match):
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert match in lines[0], lines[0]
+
+
+def test_list_shows_every_claim_with_its_status(capsys):
+    code, out, _ = run(capsys, "--list", "--json")
+    assert code == 0
+    rows = {r["claim_id"]: r for r in json.loads(out)}
+    assert len(rows) == 7 and rows["privatefl-cdp-eps8"]["status"] == "ready"
+    assert all(r["reason"] for r in rows.values())
+    code, out, _ = run(capsys, "--list")
+    assert code == 0 and "upcycled-thm6.2-fig3" in out and "ready" in out
+
+
+def test_claim_audit_writes_a_result_and_prints_the_table(capsys, tmp_path):
+    code, out, err = run(capsys, "--claim", "fedreg-dpsgd-baselines", "--out", str(tmp_path), "--quiet")
+    assert code == 0, err
+    assert (tmp_path / "fedreg-dpsgd-baselines.json").exists()
+    assert "refuted" in out and "dpsgd-emnist" in out
+
+
+def test_suite_json(capsys, tmp_path):
+    from privaudit.audit.suites import register
+
+    register("cli-test", "privatefl-cdp-eps8", 1)
+    register("cli-test", "fedreg-dpsgd-baselines", 1)
+    code, out, err = run(capsys, "--suite", "cli-test", "--out", str(tmp_path), "--json", "--quiet")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [a["claim_id"] for a in data["audits"]] == ["privatefl-cdp-eps8", "fedreg-dpsgd-baselines"]
+    assert all(a["verdict"] == "refuted" for a in data["audits"])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from privaudit.fl.config import LocalTrainingConfig
+    from privaudit.fl.experiment import TrainSpec, run_training
+
+    path = tmp_path_factory.mktemp("runs") / "priv"
+    spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=2, num_clients=10, privacy="output-perturbation",
+                     privacy_options={"clip": 10.0, "noise": 0.5}, local=LocalTrainingConfig(epochs=1, batch_size=32, lr=0.1),
+                     dataset_options={"dim": 20, "num_classes": 2})
+    run_training(spec, path, progress=False)
+    return path
+
+
+def test_one_run_checkpoint_audit(capsys, tmp_path, checkpoint):
+    code, out, err = run(capsys, "--checkpoint", str(checkpoint), "--canaries", "30", "--one-run", "--out", str(tmp_path),
+                         "--power-trials", "20", "--quiet")
+    assert code == 0, err
+    data = json.loads((tmp_path / "one-run.json").read_text())["data"]
+    assert [b["estimator"] for b in data["lower_bounds"]] == ["one-run", "one-run-fdp"]
+    assert data["claimed"]["epsilon"] > 0 and data["verdict"] in ("refuted", "consistent", "inconclusive")
+    # the engine records Thm 6.2's sensitivity as unverified for SGD models: the ledger certifies nothing
+    assert data["accountant"][0]["assumptions_hold"] is False
+    assert "verdict:" in out
+
+
+def test_checkpoint_without_a_training_recipe(capsys, tmp_path, checkpoint):
+    import shutil
+
+    from privaudit.fl.checkpoint import MANIFEST, manifest_digest
+
+    copy = tmp_path / "custom"
+    shutil.copytree(checkpoint, copy)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    manifest.pop("train_spec")
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    one_line_error(capsys, "--checkpoint", str(copy), "--canaries", "10", "--one-run", match="records no training recipe")
+
+
+def test_checkpoint_with_too_many_canaries(capsys, checkpoint):
+    one_line_error(capsys, "--checkpoint", str(checkpoint), "--canaries", "100000", "--one-run", match="pooled test records")
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("--claim", "nope"), "unknown claim 'nope'"),
+    (("--claim", "fedreg-dpsgd-baselines", "--trials", "0"), "--trials must be a positive integer"),
+    (("--claim", "fedreg-dpsgd-baselines", "--executor", "threads"), "unknown executor 'threads'"),
+    (("--suite", "no-such-suite"), "unknown suite 'no-such-suite'"),
+    ((), "exactly one of --list, --claim ID, --suite NAME or --checkpoint DIR"),
+    (("--list", "--claim", "fedreg-dpsgd-baselines"), "exactly one of"),
+    (("--checkpoint", "/no/such/run", "--canaries", "10", "--one-run"), "manifest.json is missing"),
+    (("--checkpoint", "/no/such/run", "--canaries", "10"), "add --one-run"),
+    (("--checkpoint", "/no/such/run", "--one-run"), "needs --canaries"),
+    (("--claim", "fedreg-dpsgd-baselines", "--one-run"), "apply to --checkpoint audits only"),
+    (("--claim", "fedreg-dpsgd-baselines", "--alpha", "2"), "significance must lie in (0, 1)"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, args, match):
+    one_line_error(capsys, *args, match=match)
+
+
+def test_ray_executor_when_not_installed(capsys):
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is not None:
+        pytest.skip("ray is installed here")
+    one_line_error(capsys, "--claim", "fedreg-dpsgd-baselines", "--executor", "ray", match="needs Ray")
+
+
+def test_pending_claim_is_refused_with_its_reason(capsys):
+    if FEDREG_TRAINING.available():
+        pytest.skip("FedReg training has landed: the claim is no longer pending")
+    one_line_error(capsys, "--claim", "fedreg-mg-membership", match="is pending: needs FedReg training")
