@@ -135,6 +135,14 @@ def _upcycled_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 
     )
 
 
+def _fedreg_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 100) -> nn.Module:
+    """Linear(d,100) → ReLU → Linear(100,C): a CPU-scale stand-in for FedReg's MNIST CNN (spec §3.1) in evidence runs.
+
+    784-100-10 on MNIST-shaped data = 79,510 parameters; no dropout or buffers, so it trains batched and under opacus.
+    """
+    return nn.Sequential(nn.Flatten(), nn.Linear(_flat_size(input_shape), hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
 def _privatefl_dnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """PrivateFL's ``mnist_fully_connected``: d-600-100-C, ReLU, no biases (spec §2.2).
 
@@ -290,6 +298,7 @@ _MODELS: dict[str, _ModelEntry] = {
     "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected; spec §2.2)"),
     "privatefl-dnn-in": _ModelEntry(_privatefl_dnn_in, "personalised α⊙x+β (α per channel, β per pixel) + d-600-100-C (PrivateFL mnist_fully_connected_IN; spec §2.2)"),
     "fedreg-cnn": _ModelEntry(_fedreg_cnn, "FedReg MNIST CNN: 3 conv 5×5 + 2 linear (spec §3.1)"),
+    "fedreg-mlp": _ModelEntry(_fedreg_mlp, "d-100-C ReLU MLP: CPU-scale stand-in for FedReg's MNIST CNN in evidence runs"),
     "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST; spec §4.2)"),
     "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST; spec §4.2)"),
     "convnet": _ModelEntry(_convnet, "6-conv LeakyReLU ConvNet without BatchNorm for gradient inversion (R-GAP cnn6 style)"),

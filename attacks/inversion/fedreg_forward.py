@@ -4,8 +4,8 @@ Source: Xu, Hong, Huang, Jiang, "Acceleration of Federated Learning with Allevia
 Training" (FedReg), ICLR 2022 — §3.2 eq. (10)–(11) (pseudo/perturbed-data regulariser) and §3.3 eq. (12)
 (modified gradient); privaudit spec ``seed_code.md`` §3.1.
 
-Pieces, each a pure function so the FedReg training engine (``privaudit.fl.algorithms.fedreg``) and the
-attacks use the same mathematics:
+The pure pieces live in :mod:`privaudit.fl.fedreg_step` (the training engine,
+``privaudit.fl.algorithms.fedreg``, uses the same ones) and are re-exported here:
 
 * :func:`modified_gradient` — eq. (12): remove from the data gradient its component along the gradient
   of the pseudo data with uniform labels.
@@ -24,101 +24,31 @@ label (1/n)Σ_j e_j.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.fedreg_step import (
+    FGSM_GRADIENTS,
+    fgsm_pseudo_inputs,
+    modified_gradient,
+    regulariser_step,
+    sign_straight_through,
+)
 
 from .client_simulation import batch_slices, fresh_leaves, loss_gradient
-from .functional_model import FunctionalModel, ParamDict, flat_dot, soft_cross_entropy
+from .functional_model import FunctionalModel, ParamDict
 
-
-def modified_gradient(
-    data_gradient: Mapping[str, torch.Tensor],
-    pseudo_gradient: Mapping[str, torch.Tensor],
-    eps: float = 1e-30,
-) -> dict[str, torch.Tensor]:
-    """FedReg's modified gradient, eq. (12) of Xu et al. (ICLR 2022).
-
-    g̃_γ(D) = g_γ(D) − v·g_γ(D^{s'}),  v = ⟨g_γ(D), g_γ(D^{s'})⟩ / ‖g_γ(D^{s'})‖²,
-
-    with inner product and norm taken jointly over all parameters (one scalar v, as in the reference
-    code's ``sw``). ``data_gradient`` is g_γ(D), the gradient of the local data's loss at θ_γ;
-    ``pseudo_gradient`` is g_γ(D^{s'}), the gradient at the same θ_γ of the pseudo inputs with uniform
-    labels. Both map parameter names to tensors and must have the same keys. ``eps`` guards the division
-    when the pseudo gradient vanishes (then g̃ = g). Differentiable in both arguments.
-    """
-    if set(data_gradient) != set(pseudo_gradient):
-        raise InvalidParameterError("data and pseudo-data gradients must cover the same parameters")
-    v = flat_dot(data_gradient, pseudo_gradient) / (flat_dot(pseudo_gradient, pseudo_gradient) + eps)
-    return {k: data_gradient[k] - v * pseudo_gradient[k] for k in data_gradient}
-
-
-class _SignStraightThrough(torch.autograd.Function):
-    """sign(v) forward; backward passes the gradient where |v| ≤ 1 (hard-tanh straight-through estimator,
-    Bengio et al. 2013), so FGSM steps become differentiable with respect to their inputs."""
-
-    @staticmethod
-    def forward(ctx: Any, v: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(v)
-        return torch.sign(v)
-
-    @staticmethod
-    def backward(ctx: Any, grad_output: torch.Tensor) -> torch.Tensor:
-        (v,) = ctx.saved_tensors
-        return grad_output * (v.abs() <= 1).to(grad_output.dtype)
-
-
-def sign_straight_through(v: torch.Tensor) -> torch.Tensor:
-    """torch.sign with a hard-tanh straight-through gradient."""
-    return _SignStraightThrough.apply(v)
-
-
-FGSM_GRADIENTS: tuple[str, ...] = ("none", "straight-through", "identity")
-
-
-def fgsm_pseudo_inputs(
-    forward: Callable[[Mapping[str, torch.Tensor], torch.Tensor], torch.Tensor],
-    params: Mapping[str, torch.Tensor],
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    step_size: float,
-    steps: int,
-    box: tuple[torch.Tensor, torch.Tensor] | None = None,
-    *,
-    gradient: str = "none",
-) -> torch.Tensor:
-    """x^s_j = clip(x^s_{j−1} + η·sign(∇_x L_θ(x^s_{j−1}, y))), j = 1..E, from x^s_0 = x (FedReg §3.2).
-
-    ``forward(params, x)`` returns logits (a :class:`FunctionalModel`, or
-    ``lambda p, x: torch.func.functional_call(module, p, (x,))``); ``params`` is the global model
-    θ^{(t−1)}; ``targets`` are (soft) labels; ``box`` = (low, high) bounds in
-    model space, or ``None`` to reproduce the reference code's missing clamp. ``gradient`` says how the
-    result depends on ``inputs`` for autograd: ``"none"`` — a constant (detached), as on the client;
-    ``"straight-through"`` — differentiated through every step, the sign by :func:`sign_straight_through`;
-    ``"identity"`` — x^s = x + (FGSM displacement, held constant), so ∂x^s/∂x = I.
-    """
-    if steps < 0 or step_size < 0:
-        raise InvalidParameterError("FGSM needs non-negative steps and step size")
-    if gradient not in FGSM_GRADIENTS:
-        raise InvalidParameterError(f"unknown FGSM gradient {gradient!r}; choose one of: {', '.join(FGSM_GRADIENTS)}")
-    straight_through = gradient == "straight-through"
-    x = inputs if straight_through else inputs.detach()
-    for _ in range(steps):
-        if not straight_through:
-            x = x.detach().requires_grad_(True)
-        loss = soft_cross_entropy(forward(params, x), targets)
-        (grad_x,) = torch.autograd.grad(loss, x, create_graph=straight_through)
-        direction = sign_straight_through(grad_x) if straight_through else torch.sign(grad_x)
-        x = x + step_size * direction
-        if box is not None:
-            x = torch.maximum(torch.minimum(x, box[1]), box[0])
-    if gradient == "identity":
-        return inputs + (x - inputs).detach()
-    return x if straight_through else x.detach()
+__all__ = [
+    "FGSM_GRADIENTS",
+    "FedRegLocalTraining",
+    "fgsm_pseudo_inputs",
+    "modified_gradient",
+    "regulariser_step",
+    "sign_straight_through",
+]
 
 
 @dataclass(frozen=True)
@@ -231,11 +161,8 @@ class FedRegLocalTraining:
         theta_beta = {k: 0.5 * (theta[k] + theta0[k]) for k in theta}
         if not create_graph:
             theta_beta = fresh_leaves(theta_beta)
-        for x, y in (pseudo, perturbed):
-            g = loss_gradient(model, theta_beta, x, y, create_graph=create_graph)
-            change = {k: theta[k] - theta0[k] for k in theta}
-            weight = torch.clamp(flat_dot(change, g) / (flat_dot(g, g) + self.eps), min=0.0)
-            theta = {k: theta[k] - weight * g[k] for k in theta}
+        gradients = [loss_gradient(model, theta_beta, x, y, create_graph=create_graph) for x, y in (pseudo, perturbed)]
+        theta, _ = regulariser_step(theta, theta0, gradients, self.eps)
         return theta
 
     def describe(self) -> dict[str, Any]:

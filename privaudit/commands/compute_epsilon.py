@@ -213,6 +213,10 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
                       "yes" if c.valid else "[red]no[/red]")
     console.print(table)
     console.print(f"max ε = {_fmt(summary.max_epsilon)}   mean ε = {_fmt(summary.mean_epsilon)}   (the federation's guarantee is the max)")
+    if not ledger.events:
+        console.print("[yellow]no privacy events recorded: the run makes no differential-privacy claim (no DP guarantee)[/yellow]")
+    elif math.isinf(summary.max_epsilon):
+        console.print("[red]no DP guarantee: ε = ∞ for at least one client (its releases add no calibrated noise; see the assumptions)[/red]")
     if not summary.all_valid:
         console.print("[red]some clients' ε rest on assumptions that fail (valid = no): see their assumptions in --json[/red]")
     assumptions = sorted({a for c in summary.per_client.values() for a in c.assumptions})

@@ -34,7 +34,7 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("dataset", str | None, None, "--dataset", help="Dataset, e.g. synthetic:0.5,0.5, synthetic:iid, digits, mnist:<root> (see --list)."),
         option("rounds", int | None, None, "--rounds", help="Iterations of the round loop (Upcycled-X trains in the odd ones)."),
         option("model", str | None, None, "--model", help="Model name (default: the dataset's default model)."),
-        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, output-perturbation, objective-perturbation (PrivateFL: none, ldp, cdp, ddp)."),
+        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, dp-sgd, output-perturbation, objective-perturbation (PrivateFL: none, ldp, cdp, ddp)."),
         option("clients_per_round", float, 1.0, "--clients-per-round", help="Fraction q of clients sampled per training round."),
         option("sampling", str, "fixed-size", "--sampling", help="Client sampling: fixed-size (⌊qN⌋ without replacement) or poisson."),
         option("stragglers", float, 0.0, "--stragglers", help="Probability that a sampled client runs a random number of epochs < E."),

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 
 from privaudit.accounting.ledger import PrivacyLedger
@@ -96,6 +97,18 @@ def _build_model(model: str | nn.Module, dataset: FederatedDataset, seeds: SeedT
 
     built = seeded_torch_global(seeds.integer("model-init"), lambda: build_model(model, dataset.input_shape, dataset.num_classes))
     return built, str(model)
+
+
+def input_bounds(dataset: FederatedDataset) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(low, high) of the dataset's inputs in model space: its data range, standardised per channel if it was."""
+    if dataset.data_range is None:
+        return None
+    low, high = (float(v) for v in dataset.data_range)
+    if dataset.normalization is None:
+        return torch.tensor(low), torch.tensor(high)
+    mean, std = (torch.tensor([float(v) for v in values]) for values in dataset.normalization)
+    shape = (-1,) + (1,) * (len(dataset.input_shape) - 1)
+    return ((low - mean) / std).reshape(shape), ((high - mean) / std).reshape(shape)
 
 
 def _weighted_loss(results: Sequence[ClientResult]) -> float | None:
@@ -185,6 +198,7 @@ def run_federation(
             local_momentum=config.local.momentum,
             seeds=seeds,
             trainer=trainer,
+            input_bounds=input_bounds(dataset),
         )
     )
     evaluator = Evaluator(module, dataset, train_loss=config.eval_train_loss)

@@ -1,5 +1,6 @@
 """Privacy mechanism name → how to wrap an algorithm with it, from named options (torch-free).
 
+``--privacy dp-sgd --clip 1 --noise 0.5`` (local DP-SGD, :class:`privaudit.fl.local_dp.LocalDP`),
 ``--privacy output-perturbation --clip 10 --noise 1.0 [--noise-std sigma|sigma-squared] [--noise-rng
 seeded|clock-ms] [--sensitivity paper|clip-diameter]`` and ``--privacy objective-perturbation --alpha 10
 [--objective-noise paper|reference] [--noise-rng ...] [--objective-solver sgd|exact] [--grad-tol 1e-6]``.
@@ -16,8 +17,8 @@ from typing import Any
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.options import Option, reject_unused, take_options
 
-CLIP = Option("clip", float, "output perturbation: clipping norm τ of the released local model")
-NOISE = Option("noise", float, "output perturbation: noise parameter σ (std σ, or σ² with --noise-std sigma-squared)")
+CLIP = Option("clip", float, "clipping norm: τ of the released local model (output perturbation), per-example C (dp-sgd)")
+NOISE = Option("noise", float, "noise parameter σ: output perturbation std σ (σ² with --noise-std sigma-squared); dp-sgd noise multiplier")
 NOISE_STD = Option("noise_std", str, "output perturbation: noise std convention (paper: sigma; reference code: sigma-squared)", ("sigma", "sigma-squared"))
 NOISE_RNG = Option("noise_rng", str, "noise generator: seeded (default) or clock-ms (the reference code's clock seed, ≤ 1000 draws)", ("seeded", "clock-ms"))
 SENSITIVITY = Option("sensitivity", str, "output perturbation: recorded sensitivity, paper (τ/|D_i|) or clip-diameter (2τ)", ("paper", "clip-diameter"))
@@ -53,6 +54,18 @@ def _objective_perturbation(algorithm, alpha=None, objective_noise="paper", nois
     return ObjectivePerturbation(algorithm, config)
 
 
+def _dp_sgd(algorithm, clip=None, noise=None):
+    if clip is None or noise is None:
+        raise InvalidParameterError("dp-sgd needs --clip C and --noise σ")
+    if not getattr(algorithm, "dp_sgd_compatible", True):
+        raise InvalidParameterError(
+            f"--privacy dp-sgd replaces the local solver, and {algorithm.name}'s local step has no DP-SGD form (use fedavg or fedprox)"
+        )
+    from privaudit.fl.local_dp import LocalDP, LocalDPConfig
+
+    return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip))
+
+
 PRIVACY_SPECS: dict[str, PrivacySpec] = {
     spec.name: spec
     for spec in (
@@ -68,6 +81,12 @@ PRIVACY_SPECS: dict[str, PrivacySpec] = {
             "add ⟨n, ω⟩ with density ∝ exp(−α‖n‖) to the local objective (Upcycled-FL Thm 6.3)",
             (ALPHA, OBJECTIVE_NOISE, NOISE_RNG, OBJECTIVE_SOLVER, GRAD_TOL),
             _objective_perturbation,
+        ),
+        PrivacySpec(
+            "dp-sgd",
+            "local DP-SGD in every client (Abadi et al. 2016; Poisson rate batch/|D_i|, clip C, noise σ), ε from the ledger",
+            (CLIP, NOISE),
+            _dp_sgd,
         ),
     )
 }

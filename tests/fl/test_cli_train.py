@@ -65,7 +65,7 @@ def test_list(capsys):
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--lr", "-1"], "learning rate"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--privacy", "output-perturbation", "--clip", "1"], "--noise"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--privacy", "output-perturbation", "--clip", "1", "--noise", "1", "--noise-std", "cube"], "noise-std"),
-        (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--privacy", "dp-sgd"], "unknown privacy mechanism"),
+        (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--privacy", "dp-magic"], "unknown privacy mechanism"),
         (["--algorithm", "fedavg", "--dataset", "mnist:/nonexistent/root", "--rounds", "1"], "nonexistent"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--model", "resnet999"], "unknown model"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--dataset-option", "dim"], "KEY=VALUE"),

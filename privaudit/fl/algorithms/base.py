@@ -52,6 +52,9 @@ class SetupContext:
     local_momentum: float
     seeds: SeedTree
     trainer: ClientTrainer | None = None
+    #: (low, high) of the inputs in model space (broadcastable to a batch), from the dataset's data range
+    #: and normalisation; ``None`` when unknown. FedReg clamps its FGSM pseudo data to it.
+    input_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ ALGORITHM_MODULES = (
     "privaudit.fl.algorithms.specs",
     "privaudit.fl.algorithms.pfa_specs",
     "privaudit.fl.algorithms.privatefl_specs",
+    "privaudit.fl.algorithms.fedreg_specs",
 )
 
 UPCYCLED_PREFIX = "upcycled-"
