@@ -11,7 +11,15 @@ from .analytic import AnalyticAttack, AnalyticConfig
 from .base import InversionAttack
 from .client_simulation import FedSGDGradient, UnrolledLocalSGD
 from .dlg import DLGAttack, DLGConfig
-from .experiment import InversionExperiment, InversionRun, parse_defence, run_inversion
+from .experiment import (
+    DEFENCE_SPECS,
+    InversionExperiment,
+    InversionRun,
+    ScoredAttack,
+    attack_and_score,
+    parse_defence,
+    run_inversion,
+)
 from .fedreg_forward import FedRegLocalTraining, fgsm_pseudo_inputs, modified_gradient, sign_straight_through
 from .figures import save_image_grid
 from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
@@ -31,6 +39,7 @@ from .threat_model import ClientKnowledge, DataSpec, InversionPayload, Inversion
 
 __all__ = [
     "ATTACKS",
+    "DEFENCE_SPECS",
     "AdaptiveMGAttack",
     "AdaptiveMGConfig",
     "AnalyticAttack",
@@ -54,7 +63,9 @@ __all__ = [
     "InvertingGradientsConfig",
     "LabelInferenceAttack",
     "LabelInferenceConfig",
+    "ScoredAttack",
     "UnrolledLocalSGD",
+    "attack_and_score",
     "attack_options",
     "available_attacks",
     "build_attack",

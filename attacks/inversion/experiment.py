@@ -6,16 +6,17 @@
 ``examples_per_update`` examples under ``defence`` (:mod:`attacks.inversion.release`), runs the named
 attack on each payload and scores the reconstructions (:mod:`attacks.metrics`). Everything is seeded.
 
-Defence specs: ``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg-mg``, ``dpsgd:<σ>`` (DP-SGD with noise
-multiplier σ). For ``adaptive-mg`` against ``fedreg-mg`` the attacker assumes the defence's FedReg
-hyper-parameters unless ``attack_options`` override them (the protocol is public).
+Defence specs: ``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg`` (FedReg's local step without the modified
+gradient), ``fedreg-mg``, ``dpsgd:<σ>`` (DP-SGD with noise multiplier σ). For ``adaptive-mg`` against
+``fedreg``/``fedreg-mg`` the attacker assumes the defence's FedReg hyper-parameters unless ``attack_options`` override them (the protocol is public).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ from ..metrics import score_reconstruction
 from .figures import save_image_grid
 from .registry import ATTACKS, build_attack
 from .release import DPSGDRelease, FedAvgRelease, FedRegMGRelease, FedSGDRelease, release_update
-from .threat_model import DataSpec
+from .threat_model import DataSpec, InversionPayload
+
+#: Defence specs :func:`parse_defence` accepts (``dpsgd`` takes the noise multiplier σ after a colon).
+DEFENCE_SPECS: tuple[str, ...] = ("fedsgd", "fedavg", "fedprox", "fedreg", "fedreg-mg", "dpsgd:<σ>")
 
 _FEDREG_SHARED = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize")
 
@@ -63,7 +67,7 @@ class InversionExperiment:
 
 
 def parse_defence(spec: str, options: dict[str, Any] | None = None) -> Any:
-    """A defence object from ``fedsgd | fedavg | fedprox | fedreg-mg | dpsgd:<σ>`` plus option overrides."""
+    """A defence object from ``fedsgd | fedavg | fedprox | fedreg | fedreg-mg | dpsgd:<σ>`` plus option overrides."""
     options = dict(options or {})
     name, _, argument = spec.partition(":")
     try:
@@ -75,6 +79,8 @@ def parse_defence(spec: str, options: dict[str, Any] | None = None) -> Any:
             return FedAvgRelease(**{"proximal_mu": 0.01, **options, "name": "fedprox"})
         if name == "fedreg-mg" and not argument:
             return FedRegMGRelease(**options)
+        if name == "fedreg" and not argument:
+            return FedRegMGRelease(**{**options, "use_modified_gradient": False, "name": "fedreg"})
         if name == "dpsgd":
             if argument:
                 options["noise_multiplier"] = float(argument)
@@ -83,12 +89,37 @@ def parse_defence(spec: str, options: dict[str, Any] | None = None) -> Any:
         raise InvalidParameterError(f"bad options for defence {spec!r}: {exc}") from None
     except ValueError:
         raise InvalidParameterError(f"defence {spec!r}: the noise multiplier must be a number, e.g. dpsgd:1e-2") from None
-    raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: fedsgd, fedavg, fedprox, fedreg-mg, dpsgd:<σ>")
+    raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: {', '.join(DEFENCE_SPECS)}")
+
+
+def defence_epsilon(defence: Any, delta: float) -> float | None:
+    """ε at ``delta`` of a :class:`DPSGDRelease` (``None`` for defences without a DP guarantee).
+
+    Each of the client's ``local_steps`` DP-SGD steps (Abadi et al. 2016, Alg. 1) is a Gaussian mechanism
+    with noise multiplier σ on a sum of per-example gradients clipped to C (add/remove neighbours). An
+    example is in at most every step and batches are not sampled (sampling rate 1), so the composition of
+    ``local_steps`` such mechanisms bounds ε; it is exact for the one-example, full-batch updates attacked
+    here. Computed by privaudit's ``auto`` accountant. σ = 0 gives ε = ∞.
+    """
+    if not isinstance(defence, DPSGDRelease):
+        return None
+    if defence.noise_multiplier == 0:
+        return float("inf")
+    from privaudit.accounting import Composition, Gaussian
+    from privaudit.accounting.accountants import get_accountant
+
+    composition = Composition.of(Gaussian(defence.noise_multiplier), defence.local_steps)
+    return float(get_accountant("auto").epsilon(composition, delta).epsilon)
 
 
 @dataclass
 class InversionRun:
-    """Result of :func:`run_inversion`: per-update records and aggregate scores."""
+    """Result of :func:`run_inversion`: per-update records and aggregate scores.
+
+    ``psnr``/``ssim`` hold one value per ground-truth image (after matching); ``ground_truth`` and
+    ``reconstructions`` are the [0, 1] images in that order (``None`` for label-only attacks). The image
+    tensors are left out of :meth:`to_dict`.
+    """
 
     config: dict[str, Any]
     updates: list[dict[str, Any]]
@@ -98,9 +129,71 @@ class InversionRun:
     label_accuracy: float | None
     seconds: float
     grid_path: str | None = None
+    psnr: list[float] = field(default_factory=list)
+    ssim: list[float] = field(default_factory=list)
+    ground_truth: torch.Tensor | None = field(default=None, repr=False)
+    reconstructions: torch.Tensor | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ground_truth", "reconstructions")}
+
+
+@dataclass
+class ScoredAttack:
+    """What :func:`attack_and_score` returns: per-update records and the matched images and scores."""
+
+    records: list[dict[str, Any]]
+    psnr: list[float]
+    ssim: list[float]
+    label_scores: list[float]
+    ground_truth: torch.Tensor | None
+    reconstructions: torch.Tensor | None
+
+
+def attack_and_score(
+    attack: Any,
+    batches: Sequence[tuple[InversionPayload, torch.Tensor, torch.Tensor]],
+    spec: DataSpec,
+    *,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> ScoredAttack:
+    """Run ``attack`` on each ``(payload, true inputs, true labels)`` and score it against the truth.
+
+    Reconstructions are matched to the ground truth by the Hungarian algorithm on pairwise MSE and scored
+    with PSNR/SSIM on [0, 1] images (:func:`attacks.metrics.score_reconstruction`); label accuracy is
+    reported separately (breaching's convention). Update ``u`` is attacked with seed ``seed + u``.
+    """
+    from ..metrics import label_accuracy
+
+    records, truth, recon, psnrs, ssims, label_scores = [], [], [], [], [], []
+    for u, (payload, inputs, labels) in enumerate(batches):
+        result = attack.reconstruct(payload, seed=seed + u)
+        record: dict[str, Any] = {"true_labels": labels.tolist(), "attack": result.to_dict()}
+        if result.images is not None:
+            ground = spec.to_unit_range(inputs)
+            rebuilt = spec.to_unit_range(result.images.detach().cpu())
+            scores = score_reconstruction(
+                ground, rebuilt, true_labels=labels.tolist(),
+                predicted_labels=None if result.labels is None else result.labels.tolist(),
+                labels_paired=bool(result.settings.get("labels_paired", True)),
+            )
+            record["scores"] = scores.to_dict()
+            truth.append(ground)
+            recon.append(rebuilt[scores.order])
+            psnrs.extend(float(v) for v in scores.psnr)
+            ssims.extend(float(v) for v in scores.ssim)
+            if scores.label_accuracy is not None:
+                label_scores.append(scores.label_accuracy)
+        elif result.labels is not None:
+            accuracy = label_accuracy(labels.tolist(), result.labels.tolist(), paired=False)
+            record["scores"] = {"label_accuracy": accuracy}
+            label_scores.append(accuracy)
+        records.append(record)
+        if progress is not None:
+            progress(u + 1)
+    return ScoredAttack(records, psnrs, ssims, label_scores, torch.cat(truth) if truth else None,
+                        torch.cat(recon) if recon else None)
 
 
 def _pick_examples(cfg: InversionExperiment) -> tuple[torch.Tensor, torch.Tensor, DataSpec]:
@@ -126,8 +219,11 @@ def _attack_options(cfg: InversionExperiment, defence: Any) -> dict[str, Any]:
     return options
 
 
-def run_inversion(config: InversionExperiment) -> InversionRun:
-    """Run the experiment described by ``config`` (see the module docstring)."""
+def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None] | None = None) -> InversionRun:
+    """Run the experiment described by ``config`` (see the module docstring).
+
+    ``progress(k)`` is called after the k-th update has been attacked.
+    """
     from privaudit.models import build_model
 
     start = time.perf_counter()
@@ -141,61 +237,41 @@ def run_inversion(config: InversionExperiment) -> InversionRun:
 
     defence = parse_defence(config.defence, config.defence_options)
     attack = build_attack(config.attack, device=config.device, **_attack_options(config, defence))
-    records, truth, recon, recon_psnr = [], [], [], []
-    label_scores = []
     per_update = config.examples_per_update
+    batches = []
     for u in range(config.num_images // per_update):
         batch = slice(u * per_update, (u + 1) * per_update)
         payload = release_update(
             defence, factory, weights, inputs[batch], labels[batch], spec,
             seed=config.seed + u, device=config.device, labels_known=config.labels_known,
         )
-        result = attack.reconstruct(payload, seed=config.seed + u)
-        record: dict[str, Any] = {"true_labels": labels[batch].tolist(), "attack": result.to_dict()}
-        if result.images is not None:
-            ground = spec.to_unit_range(inputs[batch])
-            rebuilt = spec.to_unit_range(result.images)
-            scores = score_reconstruction(
-                ground, rebuilt, true_labels=labels[batch].tolist(),
-                predicted_labels=None if result.labels is None else result.labels.tolist(),
-                labels_paired=bool(result.settings.get("labels_paired", True)),
-            )
-            record["scores"] = scores.to_dict()
-            truth.append(ground)
-            recon.append(rebuilt[scores.order])
-            recon_psnr.extend(scores.psnr)
-            if scores.label_accuracy is not None:
-                label_scores.append(scores.label_accuracy)
-        elif result.labels is not None:
-            from ..metrics import label_accuracy
-
-            accuracy = label_accuracy(labels[batch].tolist(), result.labels.tolist(), paired=False)
-            record["scores"] = {"label_accuracy": accuracy}
-            label_scores.append(accuracy)
-        records.append(record)
-    ssims = [s for r in records for s in r.get("scores", {}).get("ssim", [])]
+        batches.append((payload, inputs[batch], labels[batch]))
+    scored = attack_and_score(attack, batches, spec, seed=config.seed, progress=progress)
     grid_path = None
-    if config.out_dir is not None:
+    if config.out_dir is not None and scored.reconstructions is not None:
         out = Path(config.out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if recon:
-            grid_path = str(
-                save_image_grid(
-                    out / f"inversion-{config.attack}-{config.defence.replace(':', '-')}.png",
-                    [("ground truth", torch.cat(truth)), (f"{config.attack} / {config.defence}", torch.cat(recon))],
-                    psnr=[None, recon_psnr],
-                    title=f"{config.model} on {config.dataset}",
-                )
+        grid_path = str(
+            save_image_grid(
+                out / f"inversion-{config.attack}-{config.defence.replace(':', '-')}.png",
+                [("ground truth", scored.ground_truth), (f"{config.attack} / {config.defence}", scored.reconstructions)],
+                psnr=[None, scored.psnr],
+                title=f"{config.model} on {config.dataset}",
             )
+        )
     run = InversionRun(
         config=asdict(config),
-        updates=records,
-        psnr_mean=float(np.mean(recon_psnr)) if recon_psnr else float("nan"),
-        psnr_median=float(np.median(recon_psnr)) if recon_psnr else float("nan"),
-        ssim_mean=float(np.mean(ssims)) if ssims else float("nan"),
-        label_accuracy=float(np.mean(label_scores)) if label_scores else None,
+        updates=scored.records,
+        psnr_mean=float(np.mean(scored.psnr)) if scored.psnr else float("nan"),
+        psnr_median=float(np.median(scored.psnr)) if scored.psnr else float("nan"),
+        ssim_mean=float(np.mean(scored.ssim)) if scored.ssim else float("nan"),
+        label_accuracy=float(np.mean(scored.label_scores)) if scored.label_scores else None,
         seconds=time.perf_counter() - start,
         grid_path=grid_path,
+        psnr=scored.psnr,
+        ssim=scored.ssim,
+        ground_truth=scored.ground_truth,
+        reconstructions=scored.reconstructions,
     )
     if config.out_dir is not None:
         (Path(config.out_dir) / "inversion.json").write_text(json.dumps(_json_safe(run.to_dict()), indent=2))

@@ -22,7 +22,7 @@ from privaudit.commands._common import cli_errors, print_json
 from privaudit.errors import InvalidParameterError
 
 #: Modules that add further ``privaudit attack <family>`` sub-commands via ``register(attack_app)``.
-SUBCOMMAND_MODULES: tuple[str, ...] = ()
+SUBCOMMAND_MODULES: tuple[str, ...] = ("privaudit.commands.attack_inversion",)
 
 MEMBERSHIP_ATTACKS = ("loss", "confidence", "entropy", "modified-entropy", "lira")
 EXECUTORS = ("in-process", "process", "ray")
@@ -30,7 +30,7 @@ THREAT_MODELS = ("final-model", "client-releases")
 
 attack_app = typer.Typer(
     name="attack",
-    help="Attack a trained federation: membership inference (more attack families register here).",
+    help="Attack a trained federation: membership inference, gradient inversion.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

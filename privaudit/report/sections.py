@@ -244,6 +244,8 @@ def membership_section(results: Sequence[Result]) -> Section | None:
 
 
 def _mean(value: Any) -> Any:
+    if isinstance(value, list) and not value:
+        return None  # e.g. a label-only inversion attack: no images, no PSNR
     if isinstance(value, list) and value and all(isinstance(v, int | float) for v in value):
         return sum(value) / len(value)
     if isinstance(value, dict):
