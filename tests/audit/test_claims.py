@@ -48,13 +48,24 @@ def test_status_ready_or_pending_with_reasons():
         assert statuses[claim_id].reason
     mg = statuses["fedreg-mg-membership"]
     if FEDREG_TRAINING.available():
-        assert mg.status == "ready" and mg.pending_parts  # landed, trials not wired yet: a pending part says so
+        assert mg.status == "ready" and not mg.pending_parts  # landed and wired: its canary audit runs
     else:
         assert mg.status == "pending" and "privaudit/fl/algorithms/fedreg.py" in mg.reason
-    # parts that need other issues' training code are pending, with the module named
-    cdp = statuses["privatefl-cdp-eps8"]
+    # the parts that needed other issues' training code (PrivateFL, local DP-SGD) have landed and run
+    for claim_id in ("privatefl-cdp-eps8", "fedreg-dpsgd-baselines"):
+        assert statuses[claim_id].pending_parts == () and statuses[claim_id].reason == "all parts run"
+
+
+def test_parts_are_pending_while_their_training_code_is_missing(monkeypatch):
+    from privaudit.audit.recipes import fedreg, privatefl
+
+    monkeypatch.setattr(privatefl, "PRIVATEFL_TRAINING", Requirement("privaudit.fl.no_such_module", "PrivateFL training (issue 6)"))
+    monkeypatch.setattr(fedreg, "DPSGD_TRAINING", Requirement("privaudit.fl.no_such_dpsgd", "local DP-SGD (issue 5)"))
+    cdp = claim_status(get_claim("privatefl-cdp-eps8"))
     assert [p.part_id for p in cdp.pending_parts] == ["client-canary-attack"]
     assert "PrivateFL training" in cdp.pending_parts[0].reason
+    dpsgd = claim_status(get_claim("fedreg-dpsgd-baselines"))
+    assert [p.part_id for p in dpsgd.pending_parts] == ["dpsgd-membership"]
 
 
 def test_missing_requirement_makes_a_claim_pending():
@@ -69,6 +80,11 @@ def test_missing_requirement_makes_a_claim_pending():
 def test_default_suite_has_every_claim_and_registration_adds_entries():
     default = get_suite("default")
     assert [e.claim_id for e in default] == REQUIRED_IDS and all(e.trials >= 1 for e in default)
+    # the claims suite runs the wired trial readings at larger sizes than the default suite
+    larger = {e.claim_id: e.trials for e in get_suite("claims")}
+    small = {e.claim_id: e.trials for e in default}
+    assert {"privatefl-cdp-eps8", "fedreg-dpsgd-baselines", "fedreg-mg-membership"} <= set(larger)
+    assert all(larger[c] > small[c] for c in larger)
     register("test-extra", "fedreg-dpsgd-baselines", 1)
     assert [e.claim_id for e in suites()["test-extra"]] == ["fedreg-dpsgd-baselines"]
     with pytest.raises(InvalidParameterError, match="unknown suite"):

@@ -9,6 +9,7 @@ from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.audit.recipes.pfa import PFA_TRAINING
 from privaudit.audit.recipes.privatefl import PRIVATEFL_TRAINING
 from privaudit.audit.runner import AuditSettings, run_claim
+from privaudit.models import build_model
 from privaudit.report.results import read_result
 
 torch.set_num_threads(1)
@@ -42,7 +43,22 @@ def test_privatefl_cdp_per_tensor_is_refuted_by_accounting(tmp_path):
     assert evidence(mnist, "reference code:")["lower"] == pytest.approx(exact, rel=1e-3) and exact > 14
     assert evidence(mnist, "as calibrated")["upper"] <= 8.0  # what the calibration believed
     assert readings["paper-alg1"]["verdict"] == "inconclusive"  # unprivatised median: no valid bound
-    assert [p["part"] for p in data["pending"]] == ["client-canary-attack"]
+    assert data["pending"] == []
+    # one trained PrivateFL-CDP run with 30 canary clients: the inserted canaries' cosines stand out of the null
+    canary = readings["client-canary-attack"]
+    assert canary["trials"] == 1 and canary["role"] == "implementation"
+    d = canary["details"]
+    assert d["inserted"] + d["unseen"] == 30 and d["inserted"] > 0 and d["unseen"] > 0
+    body = build_model("privatefl-dnn", (1, 28, 28), 10)  # the directions span the aggregated parameters only
+    assert d["aggregated_tensors"] == 3 and d["dimension"] == sum(p.numel() for p in body.parameters())
+    scores = d["scores_times_sqrt_d"]
+    assert abs(scores["final_model_out"]["mean"]) < 1.5  # unseen canaries follow the ≈ N(0, 1) null
+    assert scores["final_model_in"]["mean"] > scores["final_model_out"]["mean"] + 1.0
+    assert d["per_tensor_clip_norms"]["max"] < 10  # the median stayed a real client's norm, below the cap
+    bounds = {b["estimator"]: b for b in canary["lower_bounds"]}
+    assert set(bounds) == {"one-run", "one-run-fdp"}
+    assert all(0 <= b["epsilon_lb"] <= b["ceiling"] and b["power"] is not None for b in bounds.values())
+    assert canary["verdict"] != "refuted"  # 30 canaries at δ = 1e-3: the ceiling is far below 8
 
 
 def test_fedreg_dpsgd_points_have_no_meaningful_privacy(tmp_path):

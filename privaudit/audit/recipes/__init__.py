@@ -6,9 +6,11 @@ trials run through the executor in :mod:`privaudit.audit.runner`, and building r
 
 * :mod:`~privaudit.audit.recipes.upcycled` — Upcycled-FL Thm 6.2 (output perturbation) and Thm 6.3
   (objective perturbation); trials in :mod:`~privaudit.audit.recipes.upcycled_trials`;
-* :mod:`~privaudit.audit.recipes.privatefl` — PrivateFL CDP (per-tensor clipping) and LDP participation;
+* :mod:`~privaudit.audit.recipes.privatefl` — PrivateFL CDP (per-tensor clipping, client-level canary clients)
+  and LDP participation; trials in :mod:`~privaudit.audit.recipes.privatefl_trials`;
 * :mod:`~privaudit.audit.recipes.pfa` — PFA's reference calibration and participation;
-* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's DP-SGD comparison points and MG's membership audit;
+* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's DP-SGD comparison points (accounting and a DP-SGD client's
+  membership audit) and MG's membership audit; trials in :mod:`~privaudit.audit.recipes.fedreg_trials`;
 * shared: :mod:`~privaudit.audit.recipes.accounting`, :mod:`~privaudit.audit.recipes.participation`,
   :mod:`~privaudit.audit.recipes.trial_results`.
 """

@@ -19,7 +19,9 @@ expected participation); the run stops after the first round in which some clien
 Readings: the reference code's run (with its stop rule), the paper's reported 150 rounds, and the older
 code's conservative calibration for E·R epochs (validity).
 
-The client-level canary audits of trained PrivateFL federations need PrivateFL's training code (issue 6).
+``client-canary-attack`` (implementation) — client-level canary clients (Andrew et al. 2024) in scaled-down
+PrivateFL-CDP runs of the reference code (issue 6's training code): cosines of the canary directions with the final
+model's delta, bounded by the one-run estimators (trials in :mod:`privaudit.audit.recipes.privatefl_trials`).
 """
 
 from __future__ import annotations
@@ -34,8 +36,17 @@ import numpy as np
 from privaudit.accounting.closed_form import per_tensor_effective_multiplier
 from privaudit.accounting.mechanisms import Composition, Gaussian, SubsampledGaussian
 from privaudit.audit.claims import Claim
-from privaudit.audit.plan import Analysis, PendingPart, Reading, Requirement, Role, TrialPlan
-from privaudit.audit.recipes.accounting import epsilon_of, gaussian_composition_epsilon
+from privaudit.audit.plan import (
+    Analysis,
+    AttackInfo,
+    EstimatorChoice,
+    PendingPart,
+    Reading,
+    Requirement,
+    Role,
+    TrialPlan,
+)
+from privaudit.audit.recipes.accounting import epsilon_of, gaussian_composition_epsilon, gaussian_mu
 from privaudit.audit.recipes.participation import privatefl_participation_trial
 from privaudit.audit.recipes.trial_results import summary
 from privaudit.audit.verdict import AccountingEvidence
@@ -143,9 +154,80 @@ def central_dp(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
         claimed_delta=delta,
         analyse=analyse_alg1,
     ))
-    readings.append(awaiting(PRIVATEFL_TRAINING, "client-canary-attack",
-                             "client-level canary audit of a trained PrivateFL-CDP federation"))
+    readings.append(client_canary_attack(claim, trials))
     return readings
+
+
+CANARY_ESTIMATORS = (EstimatorChoice("one-run"), EstimatorChoice("one-run-fdp"))
+CANARY_THREAT = ("the server (or anyone who sees the released global models): knows the initial model and the canary "
+                 "directions; the final model only is scored (the claim covers every round's release, a stronger view)")
+ONE_RUN_NOTE = ("one-run bounds (Steinke, Nasr & Jagielski 2023; Mahloujifar et al. 2024): every canary is an independent "
+                "fair coin in exactly one run, so the canaries of all runs pooled are one one-run experiment; at δ = 1e-3 "
+                "the one-run box bound's 2mδ term caps what any attack can certify (spec auditing.md §5.1) — see the ceilings")
+
+
+def client_canary_attack(claim: Claim, trials: int) -> Reading | PendingPart:
+    """Client-level canary clients (Andrew et al. 2024) in scaled-down PrivateFL-CDP runs of the reference code.
+
+    ``trials`` runs, each with ``canaries_per_run`` canary clients (each inserted w.p. ½) beside the real clients;
+    σ calibrated by the reference's opacus call for the claimed (ε, δ) over the run's rounds at its client rate.
+    Trials in :mod:`privaudit.audit.recipes.privatefl_trials`.
+    """
+    if not PRIVATEFL_TRAINING.available():
+        return PendingPart("client-canary-attack", "client-level canary audit of a trained PrivateFL-CDP federation",
+                           PRIVATEFL_TRAINING.reason())
+    from privaudit.audit.recipes.privatefl_trials import canary_client_trial
+
+    p = claim.params
+    run = dict(p["canary_run"])
+    eps, delta = claim.epsilon, claim.delta
+    m = int(p["canaries_per_run"])
+    spec = {"run": run, "variant": "reference", "epsilon": eps, "delta": delta, "canaries": m}
+    text = (f"{run['num_clients']} real clients ({run['dataset']}, privatefl-dnn with the personalised transformation), "
+            f"{run['rounds']} rounds, all clients every round; {m} canary clients per run, each inserted w.p. ½")
+
+    def analyse(results: Sequence[dict[str, Any]]) -> Analysis:
+        in_s = np.array([s for r in results for s in r["in"]], dtype=np.float64)
+        out_s = np.array([s for r in results for s in r["out"]], dtype=np.float64)
+        d = int(results[0]["dimension"])
+        sigma = float(results[0]["noise_multiplier"])
+        tensors = len(results[0]["clip_history"][0]) if results[0]["clip_history"] else 0
+        clips = [c for r in results for rnd in r["clip_history"] for c in rnd.values()]
+        effective = per_tensor_effective_multiplier(sigma, tensors).value if tensors else sigma
+        scale = math.sqrt(d)  # the null cosine has variance exactly 1/d
+        iter_in = np.array([s for r in results for s in r["all_iterates_in"]]) * scale
+        iter_out = np.array([s for r in results for s in r["all_iterates_out"]]) * scale
+        details = {
+            "runs": len(results), "inserted": int(in_s.size), "unseen": int(out_s.size), "dimension": d,
+            "noise_multiplier": sigma, "aggregated_tensors": tensors, "effective_multiplier": effective,
+            "rounds": run["rounds"], "real_clients": int(results[0]["real_clients"]),
+            "scores_times_sqrt_d": {"final_model_in": summary(in_s * scale), "final_model_out": summary(out_s * scale),
+                                    "all_iterates_in": summary(iter_in), "all_iterates_out": summary(iter_out)},
+            "per_tensor_clip_norms": summary(clips) if clips else None,
+            "exact_epsilon_of_this_run": gaussian_composition_epsilon(effective, int(run["rounds"]), delta),
+            "mu_of_this_run": gaussian_mu(effective, int(run["rounds"])),
+            "note": "cosines × √d: the unseen canaries' null is ≈ N(0, 1); the exact ε of the scaled-down run (per-tensor "
+                    "multiplier σ/√L, all clients every round) is what a perfect attack could reach with unlimited canaries",
+        }
+        return Analysis((), in_s, out_s, details, notes=(ONE_RUN_NOTE,))
+
+    return Reading(
+        reading_id="client-canary-attack",
+        title="client-level canary clients in trained PrivateFL-CDP runs (reference per-tensor clipping)",
+        role=Role.IMPLEMENTATION,
+        description=(f"{text}. The reference server (FedServer.agg_updates, spec P1–P2): per-tensor clip at the "
+                     "unprivatised median norm, N(0, (σζ_t)²) per tensor; σ from opacus for the claimed (ε, δ) over the "
+                     "run's rounds. Score: cosine of each canary direction with the final model's delta."),
+        claimed_epsilon=eps,
+        claimed_delta=delta,
+        analyse=analyse,
+        trials=TrialPlan(canary_client_trial, spec, trials, "PrivateFL-CDP runs with canary clients"),
+        estimators=CANARY_ESTIMATORS,
+        attack=AttackInfo("canary clients (Andrew et al. 2024)", CANARY_THREAT,
+                          "a client whose update is a fixed random unit direction on the aggregated parameters, scaled "
+                          "×10⁴ of the clip cap so the server's clipping always binds",
+                          "cosine of the direction with the final model's delta (larger = inserted)"),
+    )
 
 
 # ================================================================================================
