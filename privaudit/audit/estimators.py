@@ -34,7 +34,9 @@ from privaudit.audit.strategies import (
     DEFAULT_GDP_FAMILY,
     DEFAULT_GUESS_GRID,
     Bonferroni,
+    MultiSplit,
     OrderStatistics,
+    Split,
     Strategy,
 )
 from privaudit.errors import InvalidParameterError
@@ -77,6 +79,22 @@ _ROUTES = {
         "Mahloujifar, Melis & Chaudhuri 2024 (f-DP in one run), Gaussian curve",
     ),
 }
+
+
+def _ceiling(route: _Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
+    """The perfect attack's bound (:mod:`privaudit.audit.ceiling`); for one-run splits, the best any outcome allows."""
+    if route.name in ("one-run", "one-run-fdp") and isinstance(strategy, (Split, MultiSplit)):
+        from privaudit.audit.guess_selection import split_ceiling
+        from privaudit.audit.one_run import one_run_epsilon
+        from privaudit.audit.one_run_fdp import one_run_fdp_epsilon
+
+        epsilon_of = one_run_epsilon if route.name == "one-run" else one_run_fdp_epsilon
+
+        def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
+            return epsilon_of(m, r, v, share, delta, precise=precise)
+
+        return split_ceiling(scores.n_in + scores.n_out, strategy, significance, test)
+    return ceiling(bound, scores.n_in, scores.n_out, strategy, stratified_splits=route.two_sided)
 
 
 def default_strategy(name: str) -> Strategy:
@@ -137,7 +155,7 @@ def estimate(
         significance=significance,
         delta=delta,
         strategy=strategy,
-        ceiling=ceiling(bound, scores.n_in, scores.n_out, strategy, stratified_splits=route.two_sided),
+        ceiling=_ceiling(route, bound, scores, strategy, significance, delta),
         power=power,
         n_in=scores.n_in,
         n_out=scores.n_out,

@@ -140,3 +140,20 @@ def guess_bound(
             details = dict(details, n_splits=n_splits)
             return eps, details, tuple(run[0] for run in runs)
     raise InvalidParameterError(f"one-run audits take Guesses, Bonferroni, Split or MultiSplit, got {type(strategy).__name__}")
+
+
+def split_ceiling(m: int, strategy: Split | MultiSplit, significance: float, test: GuessTest) -> float:
+    """The largest bound a :class:`Split` / :class:`MultiSplit` one-run audit of ``m`` canaries can return.
+
+    The held-out part has a fixed size, but its guess counts are chosen on the other part, so a perfect attack
+    is not the best case: a luckier selection can pick counts that suit the held-out part better. Every outcome
+    is bounded by all guesses right (v = r) for the best count any selection could pick; the median of
+    MultiSplit's splits (each at α/2) is bounded by that maximum too.
+    """
+    if m < 2:
+        raise InvalidParameterError("a split needs at least 2 canaries")
+    share = significance / 2.0 if isinstance(strategy, MultiSplit) else significance
+    hold = m - min(m - 1, max(1, int(np.floor(strategy.fraction * m))))
+    pairs = {pair for f in DEFAULT_GUESS_GRID.fractions
+             for pair in GuessGrid((f,), DEFAULT_GUESS_GRID.plus_share).guess_counts(hold)}
+    return max(test(hold, int(kp + km), int(kp + km), share, True) for kp, km in pairs)
