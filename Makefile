@@ -11,7 +11,7 @@ BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.privaudit-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint test-slow bench claims clean-venv
+.PHONY: demo test lint test-slow bench claims browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,14 +26,32 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+test: $(STAMP) lint browser
 	$(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
+# Best effort: Debian's chromium for the report's headless-browser check. Without it (no root, no apt),
+# that one test is skipped with its reason; nothing else depends on it.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    (timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	     { timeout 300 apt-get update -qq >/dev/null 2>&1 && timeout 600 apt-get install -y -qq chromium >/dev/null 2>&1; }) && \
+	    echo "installed chromium for the report's browser check"; } || \
+	  echo "chromium not installed: the report's headless-browser test will be skipped"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+# The full paper-claims audit at larger trial counts (progress shown), then its report:
+# reports/claims-audit.md (+ reports/claims-audit/: HTML, merged JSON, figures). Trials resume from audits/claims.
+CLAIMS_EXECUTOR ?= process
+claims: $(STAMP)
+	$(BIN)/privaudit audit --suite claims --executor $(CLAIMS_EXECUTOR) --out audits/claims
+	$(BIN)/privaudit report audits/claims --out reports/claims-audit --title "privaudit — the papers' privacy claims"
+	sed 's#](figures/#](claims-audit/figures/#g' reports/claims-audit/report.md > reports/claims-audit.md
 
 clean-venv:
 	rm -rf $(VENV)

@@ -28,11 +28,19 @@ class Collection:
 
 
 def _looks_like_result(path: Path) -> bool:
+    """A privaudit result has ``"schema": RESULT_SCHEMA`` at its top level.
+
+    A report's merged ``results.json`` holds results one level down and is skipped, so a report written
+    inside the audit directory it summarises does not count its results twice on the next run.
+    """
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
-        return RESULT_SCHEMA.encode() in head or json.loads(path.read_text()).get("schema") == RESULT_SCHEMA
-    except (OSError, ValueError, AttributeError):
+        if RESULT_SCHEMA.encode() not in head:
+            return False
+        data = json.loads(path.read_text())
+        return isinstance(data, dict) and data.get("schema") == RESULT_SCHEMA
+    except (OSError, ValueError):
         return False
 
 

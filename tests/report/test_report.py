@@ -100,3 +100,12 @@ def test_html_loads_cleanly_in_headless_chromium(report, tmp_path):
     run = subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1280,2400", url],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000
+
+
+def test_report_inside_its_audit_directory_does_not_count_twice(tmp_path):
+    root = tmp_path / "audit"
+    written = write_fixture_results(root)
+    first = build_report([root], root / "report")
+    second = build_report([root], root / "report")
+    assert len(json.loads(first.merged.read_text())["results"]) == len(written)
+    assert len(json.loads(second.merged.read_text())["results"]) == len(written)
