@@ -253,6 +253,40 @@ class PrivacyLedger:
         eps = _resolve(accountant).epsilon(composition, delta if delta is not None else budget.delta).epsilon
         return eps <= budget.epsilon * (1 + 1e-12)
 
+    def event_rounds(self) -> list[int]:
+        """The distinct rounds in which any event was recorded, ascending."""
+        return sorted({e.round for e in self.events})
+
+    def composition_through(self, client_id: str | int, round_: int) -> Composition:
+        """The composition of ``client_id``'s events recorded in rounds ``≤ round_`` (its guarantee after that round)."""
+        cid, last = str(client_id), int(round_)
+        return Composition([(e.mechanism, e.count) for e in self.events if e.client_id == cid and e.round <= last],
+                           self.neighbouring)
+
+    def epsilon_by_round(self, client_id: str | int, delta: float, rounds: Iterable[int],
+                         accountant: str = "rdp") -> list[float]:
+        """ε of ``client_id`` after each round in ``rounds``: the accountant applied to each round prefix of its events.
+
+        Sequential composition: the guarantee after round r composes every release charged to the client in
+        rounds 1..r (:meth:`composition_through`); a round without a release leaves ε unchanged. RDP curves of
+        the client's distinct mechanisms are computed once (batched) and reused by every prefix.
+        """
+        acct = _resolve(accountant)
+        prefetch = getattr(acct, "prefetch", None)
+        if prefetch is not None:
+            prefetch({e.mechanism for e in self.events_for(client_id)}, self.neighbouring)
+        memo: dict[Composition, float] = {}
+        out = []
+        for r in rounds:
+            composition = self.composition_through(client_id, r)
+            if composition.is_empty:
+                out.append(0.0)
+                continue
+            if composition not in memo:
+                memo[composition] = acct.epsilon(composition, delta).epsilon
+            out.append(memo[composition])
+        return out
+
     def rounds_per_client(self) -> dict[str, int]:
         rounds: dict[str, set[int]] = defaultdict(set)
         for e in self.events:

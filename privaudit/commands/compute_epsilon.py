@@ -1,5 +1,8 @@
 """``privaudit compute-epsilon``: ε for a mechanism, a paper's closed form, a schedule file or a trained federation.
 
+With ``--checkpoint DIR --delta D --out FILE.json`` it also writes a ``ledger`` result (per-client ε); with
+``--curve`` an ``epsilon-curve`` result instead (ε after each round per accountant, :mod:`privaudit.report.producers`).
+
 Module-level imports are light on purpose (typer only): the accounting stack is imported inside the
 command, and nothing here imports torch.
 """
@@ -183,20 +186,81 @@ def _print_report(data: dict[str, Any], title: str) -> None:
         console.print(f"[dim]note:[/dim] {escape(line)}")
 
 
-def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json_output: bool) -> None:
+def _write_result(out: Path, result) -> Path:
+    from privaudit.report.results import write_result
+
+    try:
+        return write_result(out, result)
+    except OSError as exc:
+        raise fail(f"cannot write --out {out}: {exc.strerror or exc}") from None
+
+
+def _curve_accountants(accountant: str) -> tuple[str, ...]:
+    from privaudit.report.producers import CURVE_ACCOUNTANTS
+
+    return CURVE_ACCOUNTANTS if accountant in ("auto", "default") else (accountant,)
+
+
+def _run_curve(checkpoint: Path, delta: float, accountant: str, json_output: bool, out: Path | None, points: int) -> None:
+    from privaudit.fl.checkpoint import read_ledger, read_manifest
+    from privaudit.report.producers import epsilon_curve_result
+
+    manifest = read_manifest(checkpoint)
+    result = epsilon_curve_result(read_ledger(checkpoint), delta, _curve_accountants(accountant), manifest=manifest,
+                                  checkpoint=checkpoint, max_points=points)
+    written = None if out is None else _write_result(out, result)
+    data = result.data
+    if json_output:
+        print_json(data)
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"ε after each round at δ = {delta:g} ({escape(data['selection'])})", title_justify="left")
+    table.add_column("round", justify="right")
+    for name in data["epsilon"]:
+        table.add_column(name, justify="right")
+    for i, r in enumerate(data["rounds"]):
+        table.add_row(str(r), *("—" if vals[i] is None else _fmt(vals[i]) for vals in data["epsilon"].values()))
+    console.print(table)
+    for name, why in data["unavailable"].items():
+        console.print(f"[dim]{name} did not answer:[/dim] {escape(why)}")
+    for line in data["notes"]:
+        console.print(f"[dim]note:[/dim] {escape(line)}")
+    if written is not None:
+        console.print(f"epsilon-curve result: {escape(str(written))}", soft_wrap=True)  # a path is never wrapped
+
+
+def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json_output: bool,
+                    out: Path | None = None, curve: bool = False, curve_points: int = 10) -> None:
     from privaudit.accounting.ledger import PrivacyLedger
 
     if delta is None:
         raise fail("--checkpoint needs --delta")
     if accountant == "all":
         raise fail("--accountant all is not available with --checkpoint; name one accountant")
+    if out is not None and out.is_dir():
+        raise fail(f"--out {out} is a directory; give a file name, e.g. {out / ('epsilon-curve.json' if curve else 'ledger.json')}")
+    if curve_points < 2:
+        raise fail(f"--curve-points must be at least 2, got {curve_points}")
     try:
-        from privaudit.fl.checkpoint import read_ledger
+        from privaudit.fl.checkpoint import read_ledger, read_manifest
     except ImportError:  # pragma: no cover - the federation package ships with privaudit
         raise fail("this installation cannot read checkpoints (privaudit.fl.checkpoint is missing)") from None
+    if curve:
+        _run_curve(checkpoint, delta, accountant, json_output, out, curve_points)
+        return
     ledger: PrivacyLedger = read_ledger(checkpoint)
     summary = ledger.summary(delta, accountant=accountant)
     data = summary.to_dict()
+    written = None
+    if out is not None:
+        from privaudit.report.producers import ledger_result
+
+        written = _write_result(out, ledger_result(ledger, delta, accountant, manifest=read_manifest(checkpoint),
+                                                   checkpoint=checkpoint))
     if json_output:
         print_json(data)
         return
@@ -224,6 +288,8 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
         console.print(f"[dim]assumption:[/dim] {escape(line)}")
     if len(assumptions) > 5:
         console.print(f"[dim](+{len(assumptions) - 5} more client-specific assumptions; see --json)[/dim]")
+    if written is not None:
+        console.print(f"ledger result: {escape(str(written))}", soft_wrap=True)  # a path is never wrapped
 
 
 def register(app: typer.Typer) -> None:
@@ -257,12 +323,23 @@ def register(app: typer.Typer) -> None:
         schedule: Path | None = typer.Option(None, "--schedule", help="JSON file with a heterogeneous composition."),
         checkpoint: Path | None = typer.Option(None, "--checkpoint", help="A trained federation: per-client ε from its ledger."),
         json_output: bool = typer.Option(False, "--json", help="Print one JSON object."),
+        out: Path | None = typer.Option(None, "--out", help="With --checkpoint: also write a result file for `privaudit report` — a 'ledger' result (per-client ε vs budget), or with --curve an 'epsilon-curve' result, e.g. --out audits/ledger.json."),
+        curve: bool = typer.Option(False, "--curve", help="With --checkpoint: ε after each round of the client with the largest final ε, per accountant (auto: rdp at every round, prv and pld where supported; a named --accountant: that one only)."),
+        curve_points: int | None = typer.Option(None, "--curve-points", help="With --curve: at most this many rounds (default 10, evenly spaced, last included) at which the slow accountants are evaluated (pld; prv unless the releases are plain Gaussian, where it is exact); rdp covers every round."),
     ) -> None:
-        """Compute ε (or calibrate noise) for a mechanism, a paper's closed form, a schedule or a trained federation."""
+        """Compute ε (or calibrate noise) for a mechanism, a paper's closed form, a schedule or a trained federation.
+
+        With --checkpoint DIR --delta D, --out FILE.json writes a 'ledger' result (per-client ε vs budget) and
+        --curve --out FILE.json an 'epsilon-curve' result (ε after each round per accountant) for `privaudit report`.
+        """
         given = dict(locals())
         from privaudit.accounting.accountants import accountant_names
         from privaudit.accounting.mechanisms import Neighbouring
 
+        if checkpoint is None:
+            needs = [flag for flag, used in (("--out", out is not None), ("--curve", curve), ("--curve-points", curve_points is not None)) if used]
+            if needs:
+                raise fail(f"{', '.join(needs)} writes a ledger or ε-curve result from a trained federation and needs --checkpoint DIR")
         sources = [n for n, v in (("--mechanism", mechanism), ("--schedule", schedule), ("--checkpoint", checkpoint)) if v is not None]
         if len(sources) != 1:
             raise fail("give exactly one of --mechanism, --schedule or --checkpoint" + (f" (got {', '.join(sources)})" if sources else ""))
@@ -275,6 +352,8 @@ def register(app: typer.Typer) -> None:
             raise fail(f"--epsilon must be non-negative, got {epsilon}")
         rel = Neighbouring.parse(neighbouring)
         given["neighbouring"] = rel
+        for key in ("out", "curve", "curve_points"):  # checkpoint-only flags, checked above
+            given.pop(key)
         mechanism_flags = {k: v for k, v in given.items() if k not in ("schedule", "checkpoint", "accountant", "json_output", "neighbouring", "delta")}
 
         if checkpoint is not None or schedule is not None:
@@ -282,7 +361,10 @@ def register(app: typer.Typer) -> None:
             if extra:
                 raise fail(f"{', '.join(_flag(e) for e in extra)} does not apply to --{'checkpoint' if checkpoint else 'schedule'}")
         if checkpoint is not None:
-            _run_checkpoint(checkpoint, delta, acct, json_output)
+            from privaudit.report.producers import DEFAULT_CURVE_POINTS
+
+            points = DEFAULT_CURVE_POINTS if curve_points is None else curve_points
+            _run_checkpoint(checkpoint, delta, acct, json_output, out, curve, points)
             return
 
         from privaudit.accounting.query import epsilon_report

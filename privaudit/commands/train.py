@@ -1,5 +1,8 @@
 """``privaudit train``: train a federation and write it to a checkpoint directory.
 
+With ``--out DIR`` it also writes ``DIR/training.json``, a ``training`` result (test accuracy and loss per
+evaluated round, from the manifest's metrics) that ``privaudit report`` renders as accuracy vs rounds.
+
 Algorithm and privacy flags are not written out here: they come from the algorithm and privacy registries
 (:mod:`privaudit.fl.algorithms.registry`, :mod:`privaudit.fl.privacy_specs`), so an algorithm with its own
 options appears on the command line by registering its spec. Only torch-free modules are imported when the
@@ -51,7 +54,7 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("execution", str, "auto", "--execution", help="auto, batched (stacked clients) or sequential."),
         option("eval_every", int, 1, "--eval-every", help="Evaluate the global model every k iterations (and after the last)."),
         option("eval_train_loss", bool, False, "--eval-train-loss", help="Also evaluate on every client's training data (as the Upcycled-FL code publishes)."),
-        option("out", Path | None, None, "--out", help="Checkpoint directory to write."),
+        option("out", Path | None, None, "--out", help="Checkpoint directory to write (with DIR/training.json, a 'training' result for privaudit report)."),
         option("save_client_updates", bool, False, "--save-client-updates", help="Also store every released client model per round."),
         option("overwrite", bool, False, "--overwrite", help="Replace an existing checkpoint in --out."),
         option("threads", int, 1, "--threads", help="torch intra-op threads (logistic regression and small MLPs train fastest with 1)."),
@@ -151,6 +154,23 @@ def _summary(result, out: Path | None) -> dict[str, Any]:
     }
 
 
+def _write_training_result(out: Path) -> Path:
+    """Write ``out/training.json``: accuracy per evaluated round of the run just checkpointed in ``out``.
+
+    Built from the verified manifest (:func:`privaudit.report.producers.training_result`), so it says exactly
+    what the checkpoint records; the checkpoint reader never opens it.
+    """
+    from privaudit.fl.checkpoint import TRAINING_RESULT, read_manifest
+    from privaudit.report.producers import training_result
+    from privaudit.report.results import write_result
+
+    path = Path(out) / TRAINING_RESULT
+    try:
+        return write_result(path, training_result(read_manifest(out), out))
+    except OSError as exc:
+        raise InvalidParameterError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def register(app: typer.Typer) -> None:
     registry_parameters, algorithm_option_names, privacy_option_names = _registry_parameters()
     common = _common_parameters()
@@ -218,6 +238,8 @@ def register(app: typer.Typer) -> None:
             spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"], progress=not kwargs["quiet"]
         )
         summary = _summary(result, out)
+        if out is not None:
+            summary["training_result"] = str(_write_training_result(out))
         if is_pfa_family(spec.algorithm):
             from privaudit.fl.pfa_experiment import summary_rows
 

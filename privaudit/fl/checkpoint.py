@@ -10,6 +10,9 @@ Layout::
     DIR/tensors/clients_rNNNN.safetensors   with ``save_client_updates``: every model a client released in
                                             round NNNN (key ``<client>/<param>``) and its other released
                                             tensors (``<client>/extras/<name>/<param>``)
+    DIR/training.json                       written by ``privaudit train``: a ``training`` result (accuracy per
+                                            round) for ``privaudit report``; not part of the checkpoint (never
+                                            read or hashed here; a new run into DIR removes the old one)
 
 Reading validates the schema, the manifest's own hash and, for every tensor file it opens, size and sha256
 *before* parsing; corrupted, truncated or tampered files raise one :class:`~privaudit.errors.CheckpointError`.
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 SCHEMA = "privaudit.federation/1"
 MANIFEST = "manifest.json"
 TENSOR_DIR = "tensors"
+#: The ``training`` result ``privaudit train --out DIR`` writes beside the manifest (not part of the checkpoint).
+TRAINING_RESULT = "training.json"
 _REQUIRED = ("schema", "privaudit_version", "algorithm", "config", "model", "seeds", "dataset", "ledger", "metrics", "tensors")
 
 
@@ -235,6 +240,7 @@ class CheckpointWriter:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / MANIFEST).unlink(missing_ok=True)
+            (self.root / TRAINING_RESULT).unlink(missing_ok=True)  # the previous run's; train writes a new one
             stale = self.root / TENSOR_DIR
             if stale.is_dir():
                 for old in stale.glob("*.safetensors"):

@@ -76,10 +76,19 @@ def client_epsilon_figure(per_client: Mapping[str, Mapping], title: str, delta: 
 
 def lines_figure(x: Sequence[float], series: Mapping[str, Sequence[float]], title: str, xlabel: str, ylabel: str,
                  logy: bool = False) -> bytes:
-    """Several series against one x axis (ε vs rounds per accountant, accuracy vs rounds per method)."""
+    """Several series against one x axis (ε vs rounds per accountant, accuracy vs rounds per method).
+
+    A series with missing entries (``None``/NaN, e.g. an accountant evaluated at a few rounds only) is drawn
+    through the points it has, each marked, rather than broken into invisible fragments.
+    """
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     for label, ys in series.items():
-        ax.plot(list(x)[: len(ys)], [_finite(v) for v in ys], lw=1.6, label=label)
+        points = [(xv, _finite(v)) for xv, v in zip(list(x)[: len(ys)], ys, strict=False)]
+        kept = [(xv, yv) for xv, yv in points if yv == yv]
+        sparse = 0 < len(kept) < len(points)
+        ax.plot([p[0] for p in kept] if sparse else [p[0] for p in points],
+                [p[1] for p in kept] if sparse else [p[1] for p in points],
+                lw=1.6, label=label, marker="o" if sparse else None, ms=4)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:
