@@ -3,8 +3,10 @@
 1. The tour prints each ``privaudit compute-epsilon`` command it runs over the papers' headline settings
    and its output, so it doubles as a CLI tutorial (well under a minute: no training, no downloads).
 2. ``privaudit audit --suite default --out reports/default`` trains and attacks small federations on
-   generated and embedded data and gives each registered claim its verdict (a few minutes on 2 cores).
-3. ``privaudit report reports/default --out reports/default/report`` renders the results as Markdown and
+   generated and embedded data and gives each registered claim its verdict; then a PFA federation with
+   per-client budgets (its ledger), LiRA on a private Upcycled-FL federation, and gradient inversion of
+   FedAvg, FedReg+MG and DP-SGD updates add the report's other sections (a few minutes on 2 cores).
+3. ``privaudit report reports/default --out reports/default/report`` renders every result as Markdown and
    one self-contained HTML file.
 
 ``python -m privaudit.demo --tour-only`` runs step 1 alone.
@@ -96,8 +98,45 @@ def run_tour(console: Console | None = None) -> int:
     return 0
 
 
-DEFAULT_AUDIT = ["audit", "--suite", "default", "--out", "reports/default"]
-DEFAULT_REPORT = ["report", "reports/default", "--out", "reports/default/report", "--title", "privaudit default audit"]
+OUT = "reports/default"
+
+#: The default audit (``make demo``): the registered claims, then the evidence the report's other sections show.
+#: Each step is (title, arguments of ``privaudit``); every step is seeded and runs on generated or embedded data.
+DEFAULT_STEPS: list[tuple[str, list[str]]] = [
+    ("The claims: every registered claim at small scale (accountants, attacks, verdicts)",
+     ["audit", "--suite", "default", "--out", OUT]),
+    ("PFA with MixGauss1 budgets: a federation whose clients each have their own ε (the ledger's pre-check stops it)",
+     ["train", "--algorithm", "pfa", "--budgets", "mixgauss1", "--clients", "20", "--clients-per-round", "0.8",
+      "--local-steps", "20", "--batch-size", "8", "--rounds", "10", "--dataset", "mnist5k", "--model", "pfa-lr",
+      "--out", f"{OUT}/runs/pfa", "--overwrite"]),
+    ("What each PFA client really spent vs its budget (the run's ledger, RDP)",
+     ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa", "--delta", "1e-5", "--accountant", "rdp",
+      "--out", f"{OUT}/pfa-ledger.json"]),
+    ("ε vs rounds of the PFA client that spent the most, by every accountant that can account for it",
+     ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa", "--delta", "1e-5", "--curve",
+      "--out", f"{OUT}/pfa-epsilon-curve.json"]),
+    ("Private Upcycled-FedProx (output perturbation, σ = 0.8): a federation to attack",
+     ["train", "--algorithm", "upcycled-fedprox", "--dataset", "synthetic:iid", "--rounds", "20",
+      "--privacy", "output-perturbation", "--noise", "0.8", "--clip", "10", "--out", f"{OUT}/runs/upcycled-private",
+      "--overwrite"]),
+    ("LiRA membership inference on that federation's final model (8 shadow federations)",
+     ["attack", "membership", "--checkpoint", f"{OUT}/runs/upcycled-private", "--attack", "lira", "--shadows", "8",
+      "--variance", "fixed", "--out", f"{OUT}/membership-lira"]),
+    ("Gradient inversion, analytic attack on a fully connected first layer: FedReg+MG's update (no noise)",
+     ["attack", "inversion", "--dataset", "lfw", "--model", "upcycled-mlp", "--defense", "fedreg-mg", "--attack",
+      "analytic", "--images", "4", "--out", f"{OUT}/inversion-fedreg-mg-analytic"]),
+    ("Inverting Gradients on a FedAvg update (convnet, 300 iterations)",
+     ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "fedavg", "--attack", "ig",
+      "--images", "2", "--iterations", "300", "--threads", "2", "--out", f"{OUT}/inversion-fedavg-ig"]),
+    ("Inverting Gradients on a FedReg+MG update (the attacker assumes FedAvg)",
+     ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "fedreg-mg", "--attack", "ig",
+      "--images", "2", "--iterations", "300", "--threads", "2", "--out", f"{OUT}/inversion-fedreg-mg-ig"]),
+    ("Inverting Gradients on a DP-SGD update (σ = 0.01: the result carries its ε)",
+     ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "dpsgd:1e-2", "--attack", "ig",
+      "--images", "2", "--iterations", "300", "--threads", "2", "--out", f"{OUT}/inversion-dpsgd-ig"]),
+    ("The audit report (Markdown + one self-contained HTML file)",
+     ["report", OUT, "--out", f"{OUT}/report", "--title", "privaudit default audit"]),
+]
 
 
 def run_step(console: Console, title: str, args: list[str]) -> int:
@@ -107,19 +146,18 @@ def run_step(console: Console, title: str, args: list[str]) -> int:
     return cli_main(args)
 
 
-def run_default_audit(console: Console | None = None) -> int:
-    """Steps 2 and 3: the default audit suite, then its report."""
+def run_default_audit(console: Console | None = None, steps: list[tuple[str, list[str]]] | None = None) -> int:
+    """Steps 2 and 3: the default audit suite and the evidence around it, then the report."""
     console = console or Console()
-    code = run_step(console, "The default audit: every registered claim at small scale", DEFAULT_AUDIT)
-    if code != 0:
-        console.print(f"[red]the default audit failed with exit code {code}[/red]")
-        return code
-    code = run_step(console, "The audit report (Markdown + self-contained HTML)", DEFAULT_REPORT)
-    if code == 0:
-        console.print()
-        console.print("Open reports/default/report/report.html (or report.md). "
-                      "`make claims` runs the full claims audit at larger trial counts.")
-    return code
+    for title, args in DEFAULT_STEPS if steps is None else steps:
+        code = run_step(console, title, args)
+        if code != 0:
+            console.print(f"[red]`privaudit {args[0]}` failed with exit code {code}[/red]")
+            return code
+    console.print()
+    console.print(f"Open {OUT}/report/report.html (or report.md). "
+                  "`make claims` runs the full claims audit at larger trial counts.")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
