@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -265,7 +265,7 @@ def run_federation(
         state=state,
         history=history,
         ledger=ledger,
-        info=info,
+        info=replace(info, execution_mode=trainer.mode),  # what actually ran (known only after training)
         seconds=time.perf_counter() - started,
         personal_states=algorithm.personal_states(),
     )

@@ -158,7 +158,17 @@ class ClientTrainer:
 
     @property
     def mode(self) -> str:
-        return f"batched ({self.stacked.kind})" if self.stacked is not None else "sequential"
+        """How clients were actually trained: a solver without a stacked form (DP-SGD, FedReg, FedCurv, exact
+        minimisation, mixed objectives) runs per client even when the model could be stacked."""
+        if self.stacked is None:
+            return "sequential"
+        batched = f"batched ({self.stacked.kind})"
+        used = getattr(self, "_used", set())
+        if used == {"sequential"}:
+            return "sequential (the local solver has no stacked form)"
+        if used == {"batched", "sequential"}:
+            return f"{batched} and sequential"
+        return batched
 
     def schedule(self, task: LocalTask, training_round: int) -> Schedule:
         rng = self.seeds.numpy("shuffle", training_round, task.client_id)
@@ -170,8 +180,11 @@ class ClientTrainer:
         solver = tasks[0].objective.solver
         uniform = all(t.objective.solver == solver and t.objective.prox == tasks[0].objective.prox for t in tasks)
         uniform = uniform and len({t.objective.linear is None for t in tasks}) == 1
+        used = self.__dict__.setdefault("_used", set())
         if self.stacked is not None and uniform and not isinstance(solver, ExactMinimiser) and not hasattr(solver, "train_client"):
+            used.add("batched")
             return self._train_batched(global_state, tasks, training_round)
+        used.add("sequential")
         return [self.train_one(global_state, task, training_round) for task in tasks]
 
     # -- sequential (reference) ------------------------------------------------------------------

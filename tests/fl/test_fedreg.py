@@ -328,3 +328,14 @@ def test_evidence_outputs_render_and_reload_without_training(tmp_path):
     assert "Matched PSNR: FedReg+MG 6.000 dB" in paths["report"].read_text()
     with pytest.raises(InvalidParameterError):
         load_runs(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(("algorithm", "expected"), [("fedreg", "sequential (the local solver has no stacked form)"),
+                                                     ("fedavg", "batched (layers)")])
+def test_train_reports_how_clients_actually_ran(tmp_path, capsys, algorithm, expected):
+    code = main(["train", "--algorithm", algorithm, "--dataset", "synthetic:iid", "--rounds", "1",
+                 "--out", str(tmp_path / "run"), "--json", "--quiet"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["execution"] == expected
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["model"]["execution"] == expected
