@@ -3,9 +3,10 @@
 1. The tour prints each ``privaudit compute-epsilon`` command it runs over the papers' headline settings
    and its output, so it doubles as a CLI tutorial (well under a minute: no training, no downloads).
 2. ``privaudit audit --suite default --out reports/default`` trains and attacks small federations on
-   generated and embedded data and gives each registered claim its verdict; then a PFA federation with
-   per-client budgets (its ledger), LiRA on a private Upcycled-FL federation, and gradient inversion of
-   FedAvg, FedReg+MG and DP-SGD updates add the report's other sections (a few minutes on 2 cores).
+   generated and embedded data and gives each registered claim its verdict; then PFA federations with
+   per-client budgets under real and reference noise calibration (their ledgers, an ε-vs-rounds curve),
+   LiRA on a private Upcycled-FL federation, and gradient inversion of FedAvg, FedReg+MG and DP-SGD updates
+   add the report's other sections (about 4 minutes on 2 cores).
 3. ``privaudit report reports/default --out reports/default/report`` renders every result as Markdown and
    one self-contained HTML file.
 
@@ -109,6 +110,13 @@ DEFAULT_STEPS: list[tuple[str, list[str]]] = [
      ["train", "--algorithm", "pfa", "--budgets", "mixgauss1", "--clients", "20", "--clients-per-round", "0.8",
       "--local-steps", "20", "--batch-size", "8", "--rounds", "10", "--dataset", "mnist5k", "--model", "pfa-lr",
       "--out", f"{OUT}/runs/pfa", "--overwrite"]),
+    ("The same PFA federation with the reference code's closed-form noise σ = 10q√(T·log₁₀(1/δ))/ε",
+     ["train", "--algorithm", "pfa", "--budgets", "mixgauss1", "--clients", "20", "--clients-per-round", "0.8",
+      "--local-steps", "20", "--batch-size", "8", "--rounds", "10", "--dataset", "mnist5k", "--model", "pfa-lr",
+      "--noise-calibration", "reference", "--out", f"{OUT}/runs/pfa-reference-calibration", "--overwrite"]),
+    ("What each client of the reference-calibrated run really spent vs its budget",
+     ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa-reference-calibration", "--delta", "1e-5", "--accountant", "rdp",
+      "--out", f"{OUT}/pfa-reference-calibration-ledger.json"]),
     ("What each PFA client really spent vs its budget (the run's ledger, RDP)",
      ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa", "--delta", "1e-5", "--accountant", "rdp",
       "--out", f"{OUT}/pfa-ledger.json"]),

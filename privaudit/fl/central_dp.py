@@ -293,8 +293,8 @@ class CentralDP(ServerReleaseWrapper):
         sigma = self.config.noise_multiplier
         tensors = len(clips)
         z = sigma / math.sqrt(tensors)
-        failures = ["the per-tensor clip norms ζ_t = min(median_k ‖Δ_{k,t}‖, 10) are unprivatised functions of the clients' "
-                    "updates and also set the noise std (spec P2)", *self._sampling_check()]
+        failures = [f"the per-tensor clip norms ζ_t = min(median_k ‖Δ_{{k,t}}‖, {self.config.clip_cap:g}) are unprivatised functions "
+                    "of the clients' updates and also set the noise std (spec P2)", *self._sampling_check()]
         return self._event(
             round, self._sampled(z),
             (f"PrivateFL reference code: {tensors} tensors each clipped to its own ζ_t and noised N(0, (σζ_t)²) with σ = {sigma:g}: "

@@ -30,7 +30,7 @@ import numpy as np
 
 from privaudit.accounting.ledger import SERVER
 from privaudit.accounting.mechanisms import Composition, Gaussian, Skellam, SubsampledGaussian
-from privaudit.errors import InvalidParameterError
+from privaudit.errors import InvalidParameterError, NumericalFailure
 
 PRIVACY_MODES = ("none", "ldp", "cdp", "ddp")
 #: Learning rates of 001 Table 3 (MNIST): LDP 1e-1, CDP 5e-3; DDP and no DP use LDP's.
@@ -210,13 +210,37 @@ def calibrate_ddp(config: PrivateFLConfig, dimension: int, expected_clients: int
     if config.noise_multiplier is not None:
         return float(config.noise_multiplier)
 
-    def composition(z: float) -> Composition:
-        ddp = DistributedDPConfig(noise_multiplier=z, clip_norm=config.clip, bits=int(config.bits), expected_clients=expected_clients,
-                                  signal_bound=config.signal_bound)
-        scale = ddp_scale(ddp, dimension, check=False)
-        return Composition.of(Skellam(scale.central_variance, scale.l2_sensitivity, scale.l1_sensitivity), config.rounds)
+    def calibrate(bits: int) -> float:
+        def composition(z: float) -> Composition:
+            ddp = DistributedDPConfig(noise_multiplier=z, clip_norm=config.clip, bits=bits, expected_clients=expected_clients,
+                                      signal_bound=config.signal_bound)
+            scale = ddp_scale(ddp, dimension, check=False)
+            return Composition.of(Skellam(scale.central_variance, scale.l2_sensitivity, scale.l1_sensitivity), config.rounds)
 
-    return calibrate_noise(composition, config.epsilon, config.delta, accountant="rdp").noise_multiplier
+        return calibrate_noise(composition, config.epsilon, config.delta, accountant="rdp").noise_multiplier
+
+    try:
+        return calibrate(int(config.bits))
+    except NumericalFailure:
+        # More noise shrinks the scale s of the encoding (2^b is fixed), so the rounding's share of the
+        # sensitivity grows with z: with too few bits no z reaches the target. Name the bit width that does.
+        enough = next((b for b in range(int(config.bits) + 1, MAX_DDP_BITS + 1) if _calibrates(calibrate, b)), None)
+        hint = f"--bits {enough} reaches it" if enough else f"not even {MAX_DDP_BITS} bits reach it"
+        raise InvalidParameterError(
+            f"{config.bits} bits are too few for ε = {config.epsilon:g} at δ = {config.delta:g}: the modular range leaves so "
+            f"little room that the rounding noise, not the Skellam noise, bounds the guarantee ({hint})") from None
+
+
+#: Largest modular bit width tried when looking for one that can meet the target.
+MAX_DDP_BITS = 62  # the largest --bits the config accepts
+
+
+def _calibrates(calibrate, bits: int) -> bool:
+    try:
+        calibrate(bits)
+    except NumericalFailure:
+        return False
+    return True
 
 
 def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[Any, dict[str, Any]]:
@@ -224,6 +248,7 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
     from privaudit.fl.central_dp import AdaptiveClipping, CentralDP, CentralDPConfig
     from privaudit.fl.distributed_dp import DistributedDP, DistributedDPConfig, ddp_scale
     from privaudit.fl.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise
+    from privaudit.fl.transform import PERSONAL_PREFIX
 
     mode = config.privacy
     claim = _claim(config)
@@ -244,9 +269,11 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
             sigmas = {i: p.noise_multiplier for i, p in plan.items()}
             rates = {i: p.sample_rate for i, p in plan.items()}
         budget = (float(config.epsilon), float(config.delta)) if config.epsilon is not None else None
+        # The reference code's separate transformation learning rate (flr) applies to DP-SGD's noisy step as well.
+        lr_scales = () if config.transform_lr is None else ((PERSONAL_PREFIX, float(config.transform_lr) / config.learning_rate),)
         ldp = LocalDPConfig(
             noise_multiplier=sigmas, clip_norm=config.clip, sample_rate=rates, budget=budget, budget_policy=config.budget_policy,
-            accountant=config.accountant,
+            accountant=config.accountant, lr_scales=lr_scales,
             assumptions=(f"{claim}; σ_i calibrated for the '{config.participation}' participation policy",),
         )
         calibration = {"noise_multipliers": {str(i): s for i, s in sigmas.items()},

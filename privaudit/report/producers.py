@@ -42,6 +42,12 @@ def _seed(manifest: Mapping[str, Any]) -> int | None:
     return seed if isinstance(seed, int) else None
 
 
+def _run_name(algorithm: str | None, checkpoint: str | Path | None) -> str:
+    """``algorithm · run-directory`` so that two runs of one algorithm (e.g. two calibrations) stay apart."""
+    parts = [p for p in (algorithm, Path(checkpoint).name if checkpoint is not None else None) if p]
+    return " · ".join(dict.fromkeys(parts)) or "ledger"
+
+
 def _algorithm(manifest: Mapping[str, Any]) -> str:
     algorithm = manifest.get("algorithm")
     if isinstance(algorithm, dict):
@@ -123,8 +129,8 @@ def ledger_result(ledger: PrivacyLedger, delta: float, accountant: str = "auto",
     """A ``ledger`` result: :func:`ledger_data` with the run's config and the query (δ, accountant)."""
     data = ledger_data(ledger, delta, accountant, manifest)
     config = {**_run_config(manifest or {}, checkpoint), "delta": delta, "accountant": accountant}
-    name = data["algorithm"] or (Path(checkpoint).name if checkpoint is not None else "ledger")
-    return make_result("ledger", f"Per-client ε: {name}", data, config, seed=_seed(manifest or {}))
+    return make_result("ledger", f"Per-client ε: {_run_name(data['algorithm'], checkpoint)}", data, config,
+                       seed=_seed(manifest or {}))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -239,7 +245,7 @@ def epsilon_curve_result(ledger: PrivacyLedger, delta: float, accountants: Seque
     total = _total_rounds(manifest, ledger)
     rounds = sorted(set(range(1, total + 1)) | set(ledger.event_rounds())) if total else None
     data = epsilon_curve_data(ledger, delta, accountants, rounds=rounds, max_points=max_points)
-    name = _algorithm(manifest) if manifest is not None else (Path(checkpoint).name if checkpoint is not None else "ledger")
+    name = _run_name(_algorithm(manifest) if manifest is not None else None, checkpoint)
     config = {**_run_config(manifest or {}, checkpoint), "delta": delta, "accountants": list(accountants),
               "max_points": max_points}
     title = f"ε vs rounds: {name}, client {data['client']}"

@@ -109,10 +109,13 @@ def _evidence(data: dict) -> list[dict]:
 
 
 def _accountant_cells(data: dict) -> tuple[str, str]:
-    paper, impl = [], []
+    paper: list[str] = []
+    impl: list[str] = []
     for e in _evidence(data):
         text = f"{fmt(e.get('upper'))} ({e.get('accountant', '')}; {e.get('label', '')})"
-        (impl if e.get("implementation") else paper).append(text)
+        column = impl if e.get("implementation") else paper
+        if text not in column:  # readings often share one piece of evidence: show it once
+            column.append(text)
     return "<br>".join(paper) or "—", "<br>".join(impl) or "—"
 
 
@@ -135,6 +138,13 @@ def _bounds_cell(data: dict) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------------------------
 # section builders
 # ------------------------------------------------------------------------------------------------
+def _claim_row(name: str, where: str, data: dict, verdict_cell: str) -> list[str]:
+    eps, delta = _claimed(data)
+    paper, impl = _accountant_cells(data)
+    lb, ceil, power = _bounds_cell(data)
+    return [name, where or "—", f"({fmt(eps)}, {fmt(delta)})", paper, impl, lb, ceil, power, verdict_cell]
+
+
 def claims_section(results: Sequence[Result]) -> Section | None:
     if not results:
         return None
@@ -144,14 +154,21 @@ def claims_section(results: Sequence[Result]) -> Section | None:
     counts: dict[str, int] = {}
     for res in results:
         d = res.data
-        eps, delta = _claimed(d)
-        paper, impl = _accountant_cells(d)
-        lb, ceil, power = _bounds_cell(d)
         verdict, reason = _verdict(d)
         counts[verdict] = counts.get(verdict, 0) + 1
         where = " · ".join(str(x) for x in (d.get("paper"), d.get("where") or d.get("theorem")) if x) or "—"
-        rows.append([str(d.get("claim_id")), where, f"({fmt(eps)}, {fmt(delta)})", paper, impl, lb, ceil, power,
+        readings = [r for r in d.get("readings") or [] if isinstance(r, dict)]
+        if not readings:
+            rows.append(_claim_row(str(d.get("claim_id")), where, d, f"**{verdict}** — {reason}"))
+            continue
+        # One row for the claim's verdict, then one row per reading with its own evidence (as the CLI prints it).
+        eps, delta = _claimed(d)
+        rows.append([f"**{d.get('claim_id')}**", where, f"({fmt(eps)}, {fmt(delta)})", "", "", "", "", "",
                      f"**{verdict}** — {reason}"])
+        for r in readings:
+            r_verdict, r_reason = _verdict(r)
+            label = f"↳ {r.get('reading', '—')} ({r.get('role', '—')})"
+            rows.append(_claim_row(label, str(r.get("title") or ""), {**d, **r}, f"{r_verdict} — {r_reason}"))
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}."), Table(header, rows),
                            Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING)]

@@ -241,6 +241,7 @@ def test_cli_server_side_modes(capsys, tmp_path, extra):
     (["--privacy", "ldp", "--epsilon", "-2"], "ε must be a positive finite number"),
     (["--privacy", "ldp"], "needs --epsilon"),
     (["--privacy", "ddp", "--epsilon", "8", "--bits", "3"], "bits cannot hold the sum"),
+    (["--privacy", "ddp", "--epsilon", "8", "--bits", "8"], "8 bits are too few for ε = 8 at δ = 0.001"),
     (["--privacy", "ldp", "--epsilon", "8", "--classes-per-client", "11"], "cannot give each client 11 classes"),
     (["--privacy", "hdp", "--epsilon", "8"], "unknown PrivateFL privacy mode"),
     (["--privacy", "ldp", "--epsilon", "8", "--clip", "1"], "--clip does not apply"),
@@ -277,3 +278,15 @@ def test_evidence_pipeline_quick(tmp_path):
     assert "CDP reference ε=8" in text and "realised ε" in text and out.with_suffix(".png").exists()
     saved = read_result(out.with_suffix(".json"))
     assert saved.kind == "table" and len(saved.data["runs"]) == len(saved.data["rows"])
+
+
+def test_ldp_applies_the_separate_transformation_learning_rate():
+    """``--transform-lr`` reaches DP-SGD: the personal layer (β starts at 0) moves several times as far."""
+    base = {**TINY, "rounds": 1}
+    plain = train_privatefl(PrivateFLConfig(privacy="ldp", epsilon=8.0, **base))
+    lr = PrivateFLConfig(privacy="ldp", epsilon=8.0, **base).learning_rate
+    scaled = train_privatefl(PrivateFLConfig(privacy="ldp", epsilon=8.0, transform_lr=10 * lr, **base))
+    for cid in plain.personal_states:
+        step_plain = float(plain.personal_states[cid]["transform.beta"].norm())
+        step_scaled = float(scaled.personal_states[cid]["transform.beta"].norm())
+        assert step_plain > 0 and step_scaled > 4 * step_plain

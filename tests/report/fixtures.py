@@ -25,6 +25,11 @@ def write_fixture_results(root: Path) -> list[Path]:
                           "power": {"probability": 0.93, "factor": 2.0}}],
         "verdict": "refuted", "reason": "the mechanism as implemented has ε ≥ ∞ > claimed 1.4",
     }
+    claim["readings"] = [
+        {"reading": "reference-clock-rng", "role": "implementation", "title": "reference code: clock-seeded noise",
+         "claimed": claim["claimed"], "accountant": claim["accountant"][1:], "lower_bounds": claim["lower_bounds"],
+         "verdict": "refuted", "reason": "ε = ∞: the noise takes at most 1000 values"},
+    ]
     paths.append(write_result(root / "claims" / "upcycled.json", make_result("claim-audit", "Upcycled-FL Thm 6.2", claim, {"trials": 200}, seed=0)))
     consistent = dict(claim, claim_id="upcycled-thm6.3-fig4", verdict="consistent", reason="certified ε ≤ 7.2 ≤ claimed 7.39",
                       claimed={"epsilon": 7.39, "delta": 0.0}, lower_bounds=[])

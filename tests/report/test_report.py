@@ -35,6 +35,9 @@ def test_every_section_and_figure(report):
         assert f"({fig.parent.name}/{fig.name})" in md
     assert {f.name for f in files.figures} >= {"ledger-0.png", "epsilon-curve-0.png", "roc.png", "inversion-0.png", "accuracy.png"}
     assert "**refuted** — the mechanism as implemented" in md and "upcycled-thm6.2-fig3" in md
+    # each reading of a claim gets its own row with its own evidence and verdict
+    assert "| ↳ reference-clock-rng (implementation) | reference code: clock-seeded noise |" in md
+    assert "refuted — ε = ∞: the noise takes at most 1000 values" in md
     assert "1 JSON file(s) that are not privaudit results were skipped" in md
 
 
