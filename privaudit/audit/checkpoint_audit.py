@@ -161,14 +161,18 @@ def run_one_run_audit(
         evidence.append(AccountingEvidence(
             label="the checkpoint's ledger: largest per-client ε", accountant=recorded.accountant, upper=recorded.max_epsilon,
             implementation=True, assumptions_hold=_assumptions_hold(events), assumptions=assumptions[:12]))
-    verdict = decide(claimed, float(delta), bounds, evidence)
+    # When the claim *is* the ledger's ε, the ledger cannot also certify it (that would make "consistent" true by
+    # construction): only the attack decides, and the ledger stays in the result as context.
+    verdict = decide(claimed, float(delta), bounds, [] if recorded is not None else evidence)
     metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=seed).to_dict()
     metrics.pop("roc", None)
     details = {"canary_kind": drawn.kind, "signal": signal, "train_spec": spec.to_dict(),
                "recorded_ledger": None if recorded is None else {"accountant": recorded.accountant,
                                                                   "max_epsilon": recorded.max_epsilon,
                                                                   "all_valid": recorded.all_valid},
-               "note": "one-run bounds lose power as m·δ grows (the 2mδ term); see each bound's ceiling"}
+               "note": "one-run bounds lose power as m·δ grows (the 2mδ term); see each bound's ceiling",
+               "claim_source": ("the checkpoint's ledger (so the verdict rests on the attack alone)" if recorded is not None
+                                else "--claimed-epsilon")}
     audit = OneRunAudit(checkpoint, canaries, int(drawn.inserted.sum()), claimed, float(delta), bounds, evidence, verdict,
                         metrics, details, time.perf_counter() - started)
     if out is not None:

@@ -43,8 +43,10 @@ class PowerEstimate:
 
     Computed by simulation: in-scores ~ N(factor·μ_claim, 1) and out-scores ~ N(0, 1), the exact
     scores of a Gaussian mechanism whose noise is ``factor``× smaller than the one that is exactly
-    (ε, δ)-DP (μ_claim = :func:`~privaudit.accounting.gaussian.gaussian_mu_for`). "Refute" means
-    ε_lb > claimed ε. ``interval`` is a two-sided 95% Clopper–Pearson interval for the Monte-Carlo error.
+    (ε, δ)-DP (μ_claim = :func:`~privaudit.accounting.gaussian.gaussian_mu_for`); for a pure claim (δ = 0)
+    a Laplace mechanism of scale 1/(factor·ε) instead (``mu_*`` are then ε and factor·ε; see ``method``).
+    "Refute" means ε_lb > claimed ε. ``interval`` is a two-sided 95% Clopper–Pearson interval for the
+    Monte-Carlo error.
     """
 
     probability: float

@@ -238,7 +238,7 @@ def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings, power
         raise InvalidParameterError(f"reading {reading.reading_id} produced attack scores but names no estimator")
     share = float(settings.significance) / len(reading.estimators)
     claimed = reading.claimed_epsilon
-    power_claim = claimed if reading.claimed_delta > 0 and math.isfinite(claimed) else None
+    power_claim = claimed if math.isfinite(claimed) and claimed > 0 else None
     bounds = []
     for choice in reading.estimators:
         in_s, out_s = analysis.in_scores, analysis.out_scores

@@ -115,9 +115,10 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
 
     The update is the released model minus the global model of round ``round_ − 1`` over the trainable
     parameters. The attacker's :class:`~attacks.inversion.threat_model.ClientKnowledge` takes lr, batch
-    size B and local steps E·⌈n/B⌉ from the recorded local-training config; it unrolls plain SGD on
-    consecutive mini-batches, so momentum, per-epoch shuffling and algorithm-specific terms (proximal,
-    control variates, DP noise) are not modelled (listed in ``notes``).
+    size B and local steps E·⌈n/B⌉ from the recorded local-training config (and FedProx's μ from the run's
+    recipe); it unrolls SGD on consecutive mini-batches, so momentum, per-epoch shuffling and other
+    algorithm-specific terms (control variates, DP noise) are not modelled (listed in ``notes``);
+    FedReg's are, by the adaptive-mg attack (:func:`adaptive_options_from_run`).
     """
     import torch
 
@@ -160,8 +161,10 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     n = int(inputs.shape[0])
     batch = min(int(local.batch_size), n)
     steps = int(local.epochs) * math.ceil(n / batch)
+    options = dict(spec_train.algorithm_options or {})
+    proximal_mu = float(options.get("mu", 0.01)) if spec_train.algorithm == "fedprox" else 0.0
     knowledge = ClientKnowledge(num_examples=n, update_kind="delta", lr=float(local.lr), local_steps=steps,
-                                batch_size=None if batch == n else batch,
+                                batch_size=None if batch == n else batch, proximal_mu=proximal_mu,
                                 labels=tuple(int(v) for v in labels.tolist()) if labels_known else None)
     payload = InversionPayload(model_factory=factory, global_weights=before, update=update, data=spec, knowledge=knowledge)
     notes = []
@@ -169,14 +172,39 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
         notes.append(f"the client used momentum {local.momentum:g}; the attacker unrolls plain SGD")
     if steps > 1 and batch < n:
         notes.append("the client shuffled its records each epoch; the attacker assumes one fixed order")
-    if spec_train.algorithm not in ("fedavg", "fedsgd"):
-        notes.append(f"algorithm {spec_train.algorithm}: its local objective beyond plain SGD is not modelled")
+    if spec_train.algorithm not in ("fedavg", "fedsgd", "fedprox"):
+        notes.append(f"algorithm {spec_train.algorithm}: its local objective beyond plain SGD is modelled only by the "
+                     "adaptive-mg attack (FedReg runs)")
     if spec_train.privacy != "none":
         notes.append(f"privacy mechanism {spec_train.privacy}: its noise is not modelled")
     context = {"algorithm": spec_train.algorithm, "privacy": spec_train.privacy, "dataset": spec_train.dataset,
                "model": model_info["name"], "local": {"epochs": local.epochs, "batch_size": local.batch_size,
-                                                      "lr": local.lr, "momentum": local.momentum}}
+                                                      "lr": local.lr, "momentum": local.momentum},
+               "algorithm_options": options}
     return payload, inputs, labels, spec, notes, context
+
+
+#: FedReg's defaults when a run's recipe leaves an option out (``privaudit.fl.algorithms.fedreg_specs``).
+_FEDREG_DEFAULTS = {"fedreg_gamma": 0.5, "fedreg_eta_s": 0.1, "fedreg_eta_p": None, "fgsm_steps": 10, "fgsm_clamp": "data-range"}
+
+
+def adaptive_options_from_run(algorithm: str, algorithm_options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The adaptive-MG attacker's FedReg settings for a checkpoint: the run's own γ, η_s, η_p, E, clamp and MG switch.
+
+    A white-box attacker of a trained federation knows its protocol, so it simulates exactly what the clients ran.
+    For a run that is not FedReg the attacker falls back to FedReg-with-MG defaults, which the returned notes say.
+    """
+    if algorithm not in ("fedreg", "fedreg-mg"):
+        return {}, [f"algorithm {algorithm} is not FedReg: the adaptive-mg attacker simulates FedReg with MG at its defaults"]
+    opts = {**_FEDREG_DEFAULTS, **{k: v for k, v in algorithm_options.items() if k in _FEDREG_DEFAULTS}}
+    return {
+        "gamma": float(opts["fedreg_gamma"]),
+        "pseudo_step": float(opts["fedreg_eta_s"]),
+        "perturb_step": None if opts["fedreg_eta_p"] is None else float(opts["fedreg_eta_p"]),
+        "fgsm_steps": int(opts["fgsm_steps"]),
+        "clamp_fgsm": opts["fgsm_clamp"] != "none",
+        "use_modified_gradient": algorithm == "fedreg-mg",
+    }, []
 
 
 def _check_analytic(model: str, shape: tuple[int, ...], num_classes: int) -> None:
@@ -307,6 +335,12 @@ def register(attack_app: typer.Typer) -> None:
             payload, inputs, labels, spec, notes, context = checkpoint_payload(checkpoint, client, round_, labels_known=labels_known)
             if attack_name == "analytic":
                 _check_analytic(context["model"], spec.shape, spec.num_classes)
+            if attack_name == "adaptive-mg":
+                run_options, run_notes = adaptive_options_from_run(context["algorithm"], context["algorithm_options"])
+                options = {**run_options, **options}
+                if run_options:  # this attacker models the run's local objective: drop the caveat that it does not
+                    notes = [n for n in notes if not n.startswith(f"algorithm {context['algorithm']}:")]
+                notes = [*notes, *run_notes]
             attack_obj = build_attack(attack_name, device=device, **options)
             with _progress(quiet, 1, f"{attack_name} on client {client}, round {round_}") as advance:
                 scored = attack_and_score(attack_obj, [(payload, inputs, labels)], spec, seed=seed, progress=advance)
@@ -314,7 +348,7 @@ def register(attack_app: typer.Typer) -> None:
             truth, recon, label_scores = scored.ground_truth, scored.reconstructions, scored.label_scores
             defense_label = f"{context['algorithm']} (privacy: {context['privacy']})"
             source = {"mode": "checkpoint", "checkpoint": str(checkpoint), "client": client, "round": round_, **context,
-                      "threat_model": payload.knowledge.to_dict()}
+                      "threat_model": payload.knowledge.to_dict(), "attack_options": options}
             title = f"inversion {attack_name} on {checkpoint} client {client} round {round_}"
         else:
             from attacks.inversion import InversionExperiment, run_inversion

@@ -390,8 +390,35 @@ def write_outputs(evidence: Mapping[str, Any], cfg: EvidenceConfig) -> dict[str,
             table = table4(list(evidence["accuracy"]), inversion_path)
         except (InvalidParameterError, ValueError, KeyError, json.JSONDecodeError) as exc:
             table = {"error": f"{type(exc).__name__}: {exc}"}
+    if table is not None and "error" not in table:
+        table = {**table, "mg_membership": mg_membership_audit(out / "claims-audit" / "results.json")}
     paths["report"].write_text(render_markdown(evidence, cfg, paths, table))
     return paths
+
+
+MG_MEMBERSHIP_CLAIM = "fedreg-mg-membership"
+
+
+def mg_membership_audit(results_json: str | Path) -> dict[str, Any] | None:
+    """FedReg+MG's membership audit from a claims-audit report's merged ``results.json`` (``make claims``), if present.
+
+    Returns ``{"verdict", "reason", "claimed", "bounds": [{estimator, epsilon_lb, significance}], "source"}`` or
+    ``None`` when the file or the claim is absent: MG has no DP guarantee, so an attack's lower bound is the only
+    number that can stand beside its PSNR in the Table 4 analogue.
+    """
+    path = Path(results_json)
+    try:
+        merged = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    for result in merged.get("results", []) if isinstance(merged, dict) else []:
+        data = result.get("data") if isinstance(result, dict) else None
+        if result.get("kind") == "claim-audit" and isinstance(data, dict) and data.get("claim_id") == MG_MEMBERSHIP_CLAIM:
+            bounds = [{k: b.get(k) for k in ("estimator", "epsilon_lb", "significance")}
+                      for b in data.get("lower_bounds") or [] if isinstance(b, dict)]
+            return {"verdict": data.get("verdict"), "reason": data.get("reason"), "claimed": data.get("claimed"),
+                    "bounds": bounds, "source": str(path)}
+    return None
 
 
 def _figures(evidence: Mapping[str, Any], cfg: EvidenceConfig, paths: Mapping[str, Path]) -> None:
@@ -557,6 +584,7 @@ def render_markdown(evidence: Mapping[str, Any], cfg: EvidenceConfig, paths: Map
                           f"FedAvg+DP-SGD σ = {_fmt(dp['sigma'])}: {_fmt(dp['psnr'])} dB, accuracy {_fmt(dp['accuracy'])}, "
                           f"ε = {_eps(dp['epsilon'])}."]
             lines.append("")
+        lines += _mg_membership_lines(table.get("mg_membership"))
         lines.append("")
     lines += ["## Findings (computed from the tables above)", "", *_findings(evidence, cfg), ""]
     lines += [
@@ -577,6 +605,17 @@ def render_markdown(evidence: Mapping[str, Any], cfg: EvidenceConfig, paths: Map
         "",
     ]
     return "\n".join(lines)
+
+
+def _mg_membership_lines(audit: Mapping[str, Any] | None) -> list[str]:
+    if not audit:
+        return ["FedReg+MG's membership audit (`privaudit audit --claim fedreg-mg-membership`, or `make claims`) has not been "
+                "run into `reports/claims-audit/`; MG's ε column stays \"no DP guarantee\".", ""]
+    claimed = audit.get("claimed") or {}
+    bounds = ", ".join(f"{b['estimator']} ε ≥ {_fmt(b['epsilon_lb'])} (α = {_fmt(b['significance'])})" for b in audit["bounds"])
+    return [f"FedReg+MG's membership audit (`{MG_MEMBERSHIP_CLAIM}`, from `reports/claims-audit/results.json`): "
+            f"{bounds or 'no lower bound'} against a claimed ε = {_fmt(claimed.get('epsilon'))} — **{audit.get('verdict')}**. "
+            "So beside its PSNR, FedReg+MG has no guarantee and a measured ε lower bound, not an ε.", ""]
 
 
 def load_runs(path: str | Path, *, out_dir: str | None = None) -> tuple[dict[str, Any], EvidenceConfig]:

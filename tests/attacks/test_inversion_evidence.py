@@ -17,7 +17,8 @@ def test_plan_covers_every_defence_with_both_attacks_and_the_adaptive_one():
     assert {c.defence.label for c in cells if c.attack == "analytic"} == labels
     assert {c.defence.label for c in cells if c.attack == "ig"} == labels
     adaptive = [c for c in cells if c.attack == "adaptive-mg"]
-    assert len(adaptive) == 1 and adaptive[0].defence.spec == "fedreg-mg" and adaptive[0].images == 2
+    assert len(adaptive) == 2 and all(c.defence.spec == "fedreg-mg" and c.images == 2 for c in adaptive)
+    assert [c.labels_known for c in adaptive] == [False, True]  # iDLG-inferred labels, then the true ones
     assert sorted(d.sigma for d in evidence.defences() if d.sigma is not None) == list(evidence.SIGMAS)
 
 
@@ -49,7 +50,9 @@ def test_main_writes_the_report_grids_and_records(tmp_path):
     assert evidence.main(["--images", "1", "--adaptive-images", "1", "--iterations", "2", "--datasets", "digits",
                           "--out-dir", str(tmp_path), "--quiet"]) == 0
     records = json.loads((tmp_path / "evidence" / "inversion.json").read_text())
-    assert len(records) == 15
+    assert len(records) == 16
+    informed = [r for r in records if r["labels_known"]]
+    assert [r["attack"] for r in informed] == ["adaptive-mg (labels known)"] and informed[0]["label_accuracy"] == 1.0
     required = {"defence", "sigma", "epsilon", "attack", "dataset", "psnr_mean", "ssim_mean", "label_accuracy"}
     assert all(required <= set(r) for r in records)
     dp = [r for r in records if r["sigma"] is not None]

@@ -170,3 +170,38 @@ def test_coverage_at_a_true_claim(estimator, n_per_side, repetitions):
 
     power = simulated_power(bound, claimed_epsilon=2.0, delta=1e-5, n_in=n_per_side, n_out=n_per_side, factor=1.0, trials=repetitions, seed=3)
     assert power.probability <= binomial_upper_tolerance(ALPHA, repetitions), power
+
+
+def test_coverage_at_a_true_pure_claim():
+    """A Laplace mechanism exactly ε-DP (ε = 1, δ = 0) must be refuted by CP in at most a fraction α of runs."""
+    strategy = default_strategy("cp")
+
+    def bound(scores: AuditScores) -> float:
+        return cp_bound(scores, ALPHA, 0.0, strategy, False)[0]
+
+    power = simulated_power(bound, claimed_epsilon=1.0, delta=0.0, n_in=500, n_out=500, factor=1.0, trials=200, seed=4)
+    assert power.probability <= binomial_upper_tolerance(ALPHA, 200), power
+
+
+@pytest.mark.parametrize("rounds", [1, 4])
+def test_null_coverage_of_the_composed_per_round_gdp_bound(rounds):
+    """``gdp-composed`` (per-round μ at α/T, μ_total = √Σμ_t²): identical in/out scores in every round."""
+    from privaudit.audit.gdp_composition import gdp_rounds_lower_bound
+
+    rng = np.random.default_rng(11)
+    repetitions = 200
+    refuted = 0
+    for _ in range(repetitions):
+        per_round = [(rng.normal(size=N_PER_SIDE), rng.normal(size=N_PER_SIDE)) for _ in range(rounds)]
+        refuted += gdp_rounds_lower_bound(per_round, significance=ALPHA, delta=1e-5).epsilon_lb > 0.0
+    assert refuted / repetitions <= binomial_upper_tolerance(ALPHA, repetitions)
+
+
+def test_coverage_of_the_composed_bound_at_a_true_claim():
+    """T Gaussian rounds that compose exactly to (ε = 2, δ = 1e-5) must be refuted in at most a fraction α of runs."""
+    from privaudit.audit.gdp_composition import gdp_rounds_lower_bound
+
+    sizes = [(300, 300)] * 4
+    power = gdp_rounds_lower_bound([(np.zeros(n), np.zeros(m)) for n, m in sizes], significance=ALPHA, delta=1e-5,
+                                   claimed_epsilon=2.0, power_factor=1.0, power_trials=100, power_seed=9).power
+    assert power is not None and power.probability <= binomial_upper_tolerance(ALPHA, 100), power

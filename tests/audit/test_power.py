@@ -78,6 +78,20 @@ def test_simulated_power_grows_with_the_factor_and_gdp_beats_cp():
     assert cp_2 < gdp_2
 
 
+def test_pure_claims_get_a_laplace_alternative_whose_power_grows_with_the_factor():
+    """δ = 0 (Upcycled-FL Thm 6.3): no Gaussian is ε-DP, so power is simulated on the Laplace mechanism."""
+
+    def cp(scores):
+        return cp_bound(scores, ALPHA, 0.0, Bonferroni())[0]
+
+    sizes = {"claimed_epsilon": 1.0, "delta": 0.0, "n_in": 2000, "n_out": 2000, "trials": 40, "seed": 2}
+    p1, p3 = (simulated_power(cp, factor=f, **sizes) for f in (1.0, 3.0))
+    assert p1.probability <= 0.1 < p3.probability
+    assert "Lap" in p3.method and p3.mu_alternative == pytest.approx(3.0)
+    result = epsilon_cp(np.arange(5.0), np.arange(5.0) - 1, delta=0.0, claimed_epsilon=2.0, power_trials=5)
+    assert result.power is not None and result.power.delta == 0.0
+
+
 def test_power_is_reported_with_the_bound_and_serialises():
     rng = np.random.default_rng(0)
     result = epsilon_gdp(rng.normal(1.0, 1, 1000), rng.normal(0, 1, 1000), claimed_epsilon=1.4, power_factor=2.0, power_trials=20, power_seed=5)
@@ -96,7 +110,7 @@ def test_power_is_reported_with_the_bound_and_serialises():
         ({"claimed_epsilon": -1.0}, "claimed_epsilon"),
         ({"claimed_epsilon": 1.0, "power_factor": 0.0}, "factor"),
         ({"claimed_epsilon": 1.0, "power_trials": 0}, "trials"),
-        ({"claimed_epsilon": 1.0, "delta": 0.0}, "delta > 0"),
+        ({"claimed_epsilon": 0.0, "delta": 0.0}, "pure claim of ε = 0"),
     ],
 )
 def test_power_arguments_are_validated(options, message):

@@ -94,6 +94,29 @@ def test_checkpoint_mode_attacks_a_stored_client_release(capsys, checkpoints, tm
     assert read_result(tmp_path / "ck" / "inversion.json").data["defense"] == "fedavg (privacy: none)"
 
 
+def test_checkpoint_mode_takes_the_runs_own_algorithm_settings(capsys, tmp_path):
+    """A white-box attacker of a stored run simulates what its clients ran: FedProx's μ, FedReg's γ, E and MG switch."""
+    base = [a for a in TRAIN if a not in ("fedavg",)]
+    i = base.index("--algorithm")
+    runs = {"fedreg-mg": ["--fedreg-gamma", "0.3", "--fgsm-steps", "2"], "fedprox": ["--mu", "0.25"]}
+    for algorithm, extra in runs.items():
+        args = [*base[: i + 1], algorithm, *base[i + 1 :], *extra, "--rounds", "1", "--save-client-updates",
+                "--out", str(tmp_path / algorithm)]
+        assert main(args) == 0
+        capsys.readouterr()
+    code, stdout, stderr = _run(capsys, "attack", "inversion", "--checkpoint", str(tmp_path / "fedreg-mg"), "--client", "0",
+                                "--round", "1", "--attack", "adaptive-mg", "--iterations", "2", "--quiet", "--json")
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    options = data["attack_options"]
+    assert options["gamma"] == 0.3 and options["fgsm_steps"] == 2 and options["use_modified_gradient"] is True
+    assert options["pseudo_step"] == 0.1 and options["iterations"] == 2 and data["notes"] == []
+    code, stdout, stderr = _run(capsys, "attack", "inversion", "--checkpoint", str(tmp_path / "fedprox"), "--client", "0",
+                                "--round", "1", "--attack", "ig", "--iterations", "2", "--quiet", "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["threat_model"]["proximal_mu"] == 0.25
+
+
 def test_the_cli_knows_every_registered_attack():
     from attacks.inversion.registry import ATTACKS
     from privaudit.commands.attack_inversion import ATTACK_NAMES, ITERATION_FIELD

@@ -78,6 +78,8 @@ def test_one_run_checkpoint_audit(capsys, tmp_path, checkpoint):
     # the engine records Thm 6.2's sensitivity as unverified for SGD models: the ledger certifies nothing
     assert data["accountant"][0]["assumptions_hold"] is False
     assert "verdict:" in out
+    # the claim is the ledger's own ε, so the ledger never certifies it: the attack alone decides
+    assert data["details"]["claim_source"].startswith("the checkpoint's ledger") and "certified ε ≤" not in data["reason"]
 
 
 def test_checkpoint_without_a_training_recipe(capsys, tmp_path, checkpoint):

@@ -326,6 +326,14 @@ def test_evidence_outputs_render_and_reload_without_training(tmp_path):
     assert cfg_again == cfg and again["accuracy"] == evidence["accuracy"]
     write_outputs(again, cfg_again)
     assert "Matched PSNR: FedReg+MG 6.000 dB" in paths["report"].read_text()
+    assert "membership audit" in paths["report"].read_text() and "has not been run" in paths["report"].read_text()
+    # with a claims-audit report beside it, MG's measured ε lower bound joins the Table 4 analogue
+    (tmp_path / "claims-audit").mkdir()
+    (tmp_path / "claims-audit" / "results.json").write_text(json.dumps({"results": [{"kind": "claim-audit", "data": {
+        "claim_id": "fedreg-mg-membership", "verdict": "refuted", "claimed": {"epsilon": 1.0, "delta": 1e-5},
+        "lower_bounds": [{"estimator": "cp", "epsilon_lb": 3.98, "significance": 0.05}]}}]}))
+    write_outputs(again, cfg_again)
+    assert "cp ε ≥ 3.980 (α = 0.050) against a claimed ε = 1.000 — **refuted**" in paths["report"].read_text()
     with pytest.raises(InvalidParameterError):
         load_runs(tmp_path / "missing.json")
 
