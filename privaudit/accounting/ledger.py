@@ -126,6 +126,7 @@ class ClientEpsilon:
             "assumptions": list(self.assumptions),
             "valid": self.valid,
             "over_budget": self.over_budget,
+            "accountant": self.accountant,
         }
 
 
@@ -198,16 +199,17 @@ class PrivacyLedger:
     def epsilon_for(self, client_id: str | int, delta: float, accountant: str = "rdp") -> ClientEpsilon:
         return self._client_epsilon(str(client_id), delta, _resolve(accountant), {})
 
-    def _client_epsilon(self, cid: str, delta: float, acct, memo: dict[Composition, float],
+    def _client_epsilon(self, cid: str, delta: float, acct, memo: dict[Composition, tuple[float, str]],
                         events: list[PrivacyEvent] | None = None) -> ClientEpsilon:
         events = self.events_for(cid) if events is None else events
         composition = Composition([(e.mechanism, e.count) for e in events], self.neighbouring)
         if composition.is_empty:
-            eps = 0.0
+            eps, answered = 0.0, acct.name
         elif composition in memo:
-            eps = memo[composition]
+            eps, answered = memo[composition]
         else:
-            eps = memo[composition] = acct.epsilon(composition, delta).epsilon
+            result = acct.epsilon(composition, delta)  # "auto" answers with the accountant that succeeded
+            eps, answered = memo[composition] = (result.epsilon, result.accountant)
         budget = self.budgets.get(cid)
         return ClientEpsilon(
             client_id=cid,
@@ -217,7 +219,7 @@ class PrivacyLedger:
             steps=sum(e.count for e in events),
             assumptions=tuple(dict.fromkeys(a for e in events for a in e.assumptions)),
             valid=all(e.valid for e in events),
-            accountant=acct.name,
+            accountant=answered,
         )
 
     def summary(self, delta: float, accountant: str = "rdp") -> LedgerSummary:
@@ -226,12 +228,13 @@ class PrivacyLedger:
         prefetch = getattr(acct, "prefetch", None)
         if prefetch is not None:
             prefetch({e.mechanism for e in self.events}, self.neighbouring)
-        memo: dict[Composition, float] = {}
+        memo: dict[Composition, tuple[float, str]] = {}
         by_client: dict[str, list[PrivacyEvent]] = defaultdict(list)
         for e in self.events:
             by_client[e.client_id].append(e)
         per_client = {cid: self._client_epsilon(cid, delta, acct, memo, by_client.get(cid, [])) for cid in self.clients()}
-        name = next(iter(per_client.values())).accountant if per_client else acct.name
+        answered = sorted({c.accountant for c, cid in zip(per_client.values(), per_client, strict=True) if by_client.get(cid)})
+        name = "+".join(answered) if answered else acct.name  # the accountant(s) that answered, never just "auto"
         return LedgerSummary(accountant=name, delta=delta, per_client=per_client)
 
     def can_participate(

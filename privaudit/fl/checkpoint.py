@@ -94,7 +94,46 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"{manifest_path} lacks field(s) {', '.join(missing)}")
     if manifest.get("manifest_sha256") != manifest_digest(manifest):
         raise CheckpointError(f"{manifest_path} was modified after it was written (its content hash does not match)")
+    problem = _structure_problem(manifest)
+    if problem:
+        raise CheckpointError(f"{manifest_path} is malformed: {problem}")
     return manifest
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _structure_problem(manifest: Mapping[str, Any]) -> str | None:
+    """What is wrong with the manifest's structure (types readers rely on), or ``None``.
+
+    The content hash has no key, so a hand-edited manifest can carry a matching hash: readers must still
+    meet one clear error, never an ``AttributeError`` deep inside.
+    """
+    for key in ("algorithm", "config", "model", "seeds", "dataset", "ledger", "tensors"):
+        if not isinstance(manifest[key], dict):
+            return f"field {key!r} must be an object"
+    rounds = manifest["config"].get("rounds")
+    if not _is_int(rounds) or rounds < 0:
+        return f"config.rounds must be a non-negative integer, got {rounds!r}"
+    model = manifest["model"]
+    if model.get("name") is not None and not isinstance(model.get("name"), str):
+        return "model.name must be a string or null"
+    shape, classes = model.get("input_shape"), model.get("num_classes")
+    if not isinstance(shape, list) or not all(_is_int(d) and d > 0 for d in shape):
+        return f"model.input_shape must be a list of positive integers, got {shape!r}"
+    if not _is_int(classes) or classes < 1:
+        return f"model.num_classes must be a positive integer, got {classes!r}"
+    if not isinstance(model.get("parameters", {}), dict) or not isinstance(model.get("trainable", []), list):
+        return "model.parameters must be an object and model.trainable a list"
+    if not isinstance(manifest["metrics"], list) or not all(isinstance(m, dict) for m in manifest["metrics"]):
+        return "field 'metrics' must be a list of objects"
+    for relative, entry in manifest["tensors"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) or not _is_int(entry.get("bytes")):
+            return f"tensor entry {relative!r} must record its sha256 (string) and bytes (integer)"
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            return f"tensor entry {relative!r} must be a path inside the checkpoint"
+    return None
 
 
 def read_ledger(path: str | os.PathLike) -> PrivacyLedger:

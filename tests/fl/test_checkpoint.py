@@ -134,6 +134,31 @@ def test_edited_manifest_is_detected(trained, tmp_path):
         read_ledger(path)
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda m: m["config"].update(rounds="abc"), "config.rounds must be a non-negative integer"),
+    (lambda m: m.update(tensors={k: "x" for k in m["tensors"]}), "must record its sha256"),
+    (lambda m: m.update(tensors={"../../outside.safetensors": {"sha256": "0" * 64, "bytes": 1}}), "inside the checkpoint"),
+    (lambda m: m["model"].update(input_shape="28x28"), "model.input_shape"),
+    (lambda m: m.update(metrics={"round": 1}), "'metrics' must be a list"),
+    (lambda m: m.update(ledger=[]), "'ledger' must be an object"),
+])
+def test_structurally_broken_manifest_with_a_recomputed_hash(trained, tmp_path, capsys, edit, message):
+    """The manifest hash has no key: a hand-edited manifest with a matching hash still meets one clear error."""
+    from privaudit.cli import main
+    from privaudit.fl.checkpoint import manifest_digest
+
+    path = _copy(trained[0], tmp_path / "t")
+    manifest = json.loads((path / "manifest.json").read_text())
+    edit(manifest)
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match=message):
+        read_manifest(path)
+    assert main(["compute-epsilon", "--checkpoint", str(path), "--delta", "1e-3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "malformed" in err[0]
+
+
 def test_truncated_or_foreign_manifest(trained, tmp_path):
     path = _copy(trained[0], tmp_path / "t")
     text = (path / "manifest.json").read_text()
