@@ -12,14 +12,19 @@ Parameters carry a leading lane dimension (``weight: [C, out, in]``) and so does
    operations have batching rules (convolutions, pooling, ...).
 
 Each construction is *checked* before use: on random stacked parameters it must reproduce, lane by lane,
-what ``functional_call`` on the original model computes. Models with buffers (batch norm) or random layers
-(dropout with p > 0) fail the check and are trained by the sequential trainer.
+what ``functional_call`` on the original model computes. Models with buffers (batch norm) fail the check and
+are trained by the sequential trainer.
+
+Dropout (p > 0) has a lane-aware form in the ``layers`` construction: every lane draws its masks from its own
+``torch.Generator`` (passed as ``generators=``, one per lane), in the same order and with the same calls as
+``nn.Dropout`` draws from torch's global generator in the sequential trainer, so a client seeded alike gets the
+same masks, bit for bit, in either mode (checked like every other operation).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-StackedForward = Callable[[Mapping[str, torch.Tensor], torch.Tensor], torch.Tensor]
+#: ``forward(params, x, generators=None)``: ``generators`` holds one ``torch.Generator`` per lane (random layers).
+StackedForward = Callable[..., torch.Tensor]
 
 _ELEMENTWISE_MODULES = (
     nn.ReLU,
@@ -75,6 +81,7 @@ class StackedModel:
 
     forward: StackedForward
     kind: str
+    random: bool = False  # has random layers (dropout): the forward needs per-lane generators
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -85,6 +92,27 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     else:
         out = torch.baddbmm(bias.unsqueeze(1), flat, weight.transpose(1, 2))
     return out.reshape(*x.shape[:-1], weight.shape[1])
+
+
+def _dropout(x: torch.Tensor, p: float, generators: Sequence[torch.Generator] | None,
+             lengths: Sequence[int] | None) -> torch.Tensor:
+    """Inverted dropout per lane: lane c's mask ~ Bernoulli(1 − p) from ``generators[c]``, kept values × 1/(1 − p).
+
+    Lane c holds ``lengths[c]`` real rows followed by padding (all rows when ``lengths`` is ``None``). Its mask is
+    exactly what ``F.dropout`` draws from the global generator for that client's ``[lengths[c], ...]`` batch (one
+    ``bernoulli_`` of that shape); padding rows get a zero mask. Seeded alike, the masks agree bit for bit.
+    """
+    lanes, width = x.shape[0], x.shape[1]
+    if generators is None or len(generators) != lanes:
+        raise ValueError(f"stacked dropout needs one generator per lane ({lanes}), got "
+                         f"{'none' if generators is None else len(generators)}")
+    if p >= 1.0:
+        return torch.zeros_like(x)
+    masks = torch.zeros_like(x)
+    for lane, generator in enumerate(generators):
+        n = width if lengths is None else int(lengths[lane])
+        masks[lane, :n] = torch.empty((n, *x.shape[2:]), dtype=x.dtype).bernoulli_(1.0 - p, generator=generator)
+    return x * masks * (1.0 / (1.0 - p))
 
 
 def _shift(dim: int) -> int:
@@ -98,6 +126,7 @@ def layer_program(model: nn.Module) -> StackedForward:
     except Exception as exc:  # fx raises many kinds of errors on untraceable code
         raise NotStackable(f"fx cannot trace the model: {exc}") from None
     steps: list[tuple[str, Callable[..., torch.Tensor], tuple, dict]] = []
+    random = _LaneGenerators()
     placeholder: str | None = None
     output_arg = None
     for node in graph_module.graph.nodes:
@@ -122,8 +151,16 @@ def layer_program(model: nn.Module) -> StackedForward:
                 fn = torch.softmax if isinstance(module, nn.Softmax) else torch.log_softmax
                 dim = _shift(module.dim)
                 steps.append((node.name, lambda params, x, _f=fn, _d=dim: _f(x, _d), tuple(node.args), {}))
-            elif isinstance(module, nn.Dropout) and module.p == 0:
-                steps.append((node.name, lambda params, x: x, tuple(node.args), {}))
+            elif isinstance(module, nn.Dropout):
+                if module.inplace:
+                    raise NotStackable("in-place dropout has no stacked form")
+
+                def run_dropout(params, x, _m=module):
+                    if not _m.training or _m.p == 0:
+                        return x
+                    return _dropout(x, float(_m.p), random.generators, random.lengths)
+
+                steps.append((node.name, run_dropout, tuple(node.args), {}))
             elif isinstance(module, _ELEMENTWISE_MODULES):
                 if any(True for _ in module.parameters()):
                     raise NotStackable(f"activation {type(module).__name__} has parameters")
@@ -151,34 +188,66 @@ def layer_program(model: nn.Module) -> StackedForward:
             return type(value)(resolve(v, env) for v in value)
         return value
 
-    def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        env = {placeholder: x}
-        for name, fn, args, kwargs in steps:
-            env[name] = fn(params, *resolve(args, env), **{k: resolve(v, env) for k, v in kwargs.items()})
-        return env[output_name]
+    def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor, generators: Sequence[torch.Generator] | None = None,
+                lengths: Sequence[int] | None = None) -> torch.Tensor:
+        random.generators, random.lengths = generators, lengths
+        try:
+            env = {placeholder: x}
+            for name, fn, args, kwargs in steps:
+                env[name] = fn(params, *resolve(args, env), **{k: resolve(v, env) for k, v in kwargs.items()})
+            return env[output_name]
+        finally:
+            random.generators = random.lengths = None
 
     return forward
+
+
+class _LaneGenerators:
+    """Per-lane generators and real row counts of the forward call in progress (read by the dropout steps)."""
+
+    generators: Sequence[torch.Generator] | None = None
+    lengths: Sequence[int] | None = None
 
 
 def vmap_program(model: nn.Module) -> StackedForward:
     def one_lane(params: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         return functional_call(model, dict(params), (x,))
 
-    return vmap(one_lane)
+    batched = vmap(one_lane)
+
+    def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor, generators: Sequence[torch.Generator] | None = None,
+                lengths: Sequence[int] | None = None) -> torch.Tensor:
+        return batched(params, x)  # random layers fail the check below, so no generator is ever needed here
+
+    return forward
+
+
+_CHECK_SEEDS = (11, 12)
 
 
 def _matches(forward: StackedForward, model: nn.Module, input_shape: tuple[int, ...]) -> bool:
-    """Whether ``forward`` reproduces ``functional_call`` lane by lane on random parameters and inputs."""
+    """Whether ``forward`` reproduces ``functional_call`` lane by lane on random parameters and inputs.
+
+    Lane i runs with its generator seeded like torch's global generator for the per-lane reference call, so
+    random layers must draw the same values in the same order to pass.
+    """
     generator = torch.Generator().manual_seed(1234)
     base = {name: p.detach() for name, p in model.named_parameters()}
+    lanes = len(_CHECK_SEEDS)
     stacked = {
-        name: torch.stack([p + 0.1 * torch.randn(p.shape, generator=generator) for _ in range(2)]) for name, p in base.items()
+        name: torch.stack([p + 0.1 * torch.randn(p.shape, generator=generator) for _ in range(lanes)]) for name, p in base.items()
     }
-    x = torch.randn((2, 3, *input_shape), generator=generator)
+    x = torch.randn((lanes, 3, *input_shape), generator=generator)
+
+    def reference(i: int) -> torch.Tensor:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(_CHECK_SEEDS[i])
+            return functional_call(model, {n: t[i] for n, t in stacked.items()}, (x[i],))
+
     try:
         with torch.no_grad():
-            got = forward(stacked, x)
-            want = torch.stack([functional_call(model, {n: t[i] for n, t in stacked.items()}, (x[i],)) for i in range(2)])
+            got = forward(stacked, x, generators=[torch.Generator().manual_seed(s) for s in _CHECK_SEEDS])
+            want = torch.stack([reference(i) for i in range(lanes)])
     except Exception:  # unsupported op, a vmap batching rule missing, random ops under vmap, ...
         return False
     return got.shape == want.shape and torch.allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -196,7 +265,8 @@ def build_stacked_model(model: nn.Module, input_shape: tuple[int, ...]) -> Stack
         except NotStackable:
             program = None
         if program is not None and _matches(program, model, input_shape):
-            return StackedModel(program, "layers")
+            random = any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
+            return StackedModel(program, "layers", random)
         program = vmap_program(model)
         if _matches(program, model, input_shape):
             return StackedModel(program, "vmap")

@@ -4,7 +4,8 @@ The *sequential* trainer is the reference: one client at a time, ``functional_ca
 model (buffers, dropout). The *batched* trainer puts every sampled client in a lane of stacked parameters
 (:mod:`privaudit.fl.stacked`) and runs the same optimiser loop (:func:`~privaudit.fl.local_training.run_lanes`)
 once for all of them. Both draw each client's mini-batch order from the same seeded stream
-(``"shuffle"``, training round, client), so for the same seed they compute the same local models up to
+(``"shuffle"``, training round, client) and, for dropout, each client's masks from the same seeded stream
+(``"dropout"``, training round, client), so for the same seed they compute the same local models up to
 floating-point summation order.
 """
 
@@ -94,8 +95,10 @@ class _StackedOracle:
         weights: np.ndarray,
         num_classes: int,
         active: np.ndarray,
+        generators: Sequence[torch.Generator] | None = None,
     ):
         self.forward, self.names, self.fixed = stacked.forward, list(names), fixed
+        self.generators = generators  # one per lane, in lane order: dropout masks (seeded as the sequential trainer's)
         self.x_all, self.y_all = x_all, y_all
         self.rows, self.weights, self.num_classes, self.active = rows, weights, num_classes, active
         per_step = max(1, rows.shape[1] * rows.shape[2] * max(1, int(np.prod(x_all.shape[1:]))))
@@ -121,7 +124,11 @@ class _StackedOracle:
         leaves = [p.detach().requires_grad_() for p in params]
         bound = {name: t[:active] for name, t in self.fixed.items()}
         bound.update(zip(self.names, leaves, strict=True))
-        logits = self.forward(bound, x)
+        if self.generators is None:
+            logits = self.forward(bound, x)
+        else:  # real rows per lane at this step (padding rows have weight 0), for per-lane dropout masks
+            lengths = (self.weights[step, :active] > 0).sum(axis=1).tolist()
+            logits = self.forward(bound, x, generators=self.generators[:active], lengths=lengths)
         per_lane = -(torch.log_softmax(logits, dim=-1) * target).sum(dim=(1, 2))
         grads = torch.autograd.grad(per_lane.sum(), leaves)
         return list(grads), per_lane.detach()
@@ -256,7 +263,10 @@ class ClientTrainer:
         active = active_counts(steps)
         count = len(lanes)
         fixed = {k: v.unsqueeze(0).expand(count, *v.shape) for k, v in global_state.items() if k not in self.names}
-        oracle = _StackedOracle(self.stacked, self.names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, self.num_classes, active)
+        # each lane's dropout stream is the one its client uses when trained alone ("dropout", round, client)
+        generators = [self.seeds.torch("dropout", training_round, t.client_id) for t in lanes] if self.stacked.random else None
+        oracle = _StackedOracle(self.stacked, self.names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, self.num_classes,
+                                active, generators)
 
         def stack(values: list[State | None]) -> list[torch.Tensor] | None:
             if values[0] is None:

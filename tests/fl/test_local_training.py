@@ -106,11 +106,13 @@ def test_fewer_epochs_mean_fewer_steps_and_a_smaller_move():
     assert not torch.equal(full.state["1.weight"], short.state["1.weight"])
 
 
-def test_batched_is_refused_for_models_with_random_layers():
-    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 3))
+def test_batched_is_refused_for_models_without_a_stacked_form():
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.5, inplace=True), torch.nn.Linear(8, 3))
     with pytest.raises(InvalidParameterError, match="cannot be trained batched"):
         ClientTrainer(model, (5,), 3, LocalTrainingConfig(), Execution.BATCHED, SeedTree(0))
     assert ClientTrainer(model, (5,), 3, LocalTrainingConfig(), Execution.AUTO, SeedTree(0)).mode == "sequential"
+    plain_dropout = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 3))
+    assert ClientTrainer(plain_dropout, (5,), 3, LocalTrainingConfig(), Execution.AUTO, SeedTree(0)).mode == "batched (layers)"
 
 
 def test_dropout_training_is_seeded_and_leaves_global_rng_alone():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.func import functional_call
@@ -32,6 +33,25 @@ def test_convolutional_models_fall_back_to_vmap():
     _check(build_model("pfa-cnn", (1, 28, 28), 10), (1, 28, 28), "vmap")
 
 
-def test_models_with_dropout_or_buffers_are_not_batched():
-    assert build_stacked_model(build_model("upcycled-mlp", (20,), 2), (20,)) is None
+def test_dropout_lanes_draw_their_own_seeded_masks():
+    """Lane i's masks are those nn.Dropout draws from the global generator seeded like lane i's generator."""
+    model = build_model("upcycled-mlp", (20,), 2)
+    stacked = build_stacked_model(model, (20,))
+    assert stacked is not None and stacked.kind == "layers" and stacked.random
+    generator = torch.Generator().manual_seed(0)
+    params = {n: torch.stack([p.detach() + 0.1 * torch.randn(p.shape, generator=generator) for _ in range(3)])
+              for n, p in model.named_parameters()}
+    x = torch.randn((3, 5, 20), generator=generator)
+    seeds, lengths = (7, 8, 9), (5, 3, 1)  # lanes 1 and 2 end in padding rows
+    got = stacked.forward(params, x, generators=[torch.Generator().manual_seed(s) for s in seeds], lengths=lengths)
+    for lane in range(3):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seeds[lane])
+            want = functional_call(model, {n: t[lane] for n, t in params.items()}, (x[lane, : lengths[lane]],))
+        torch.testing.assert_close(got[lane, : lengths[lane]], want)
+    with pytest.raises(ValueError, match="one generator per lane"):
+        stacked.forward(params, x)
+
+
+def test_models_with_buffers_are_not_batched():
     assert build_stacked_model(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 2)), (4,)) is None
