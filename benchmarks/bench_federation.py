@@ -41,7 +41,7 @@ def _workload():
     return dataset, FedProx(mu=0.1), LocalTrainingConfig(epochs=10, batch_size=32, lr=0.05, momentum=0.5)
 
 
-def run_mode(mode: str, rounds: int, threads: int, state_path: str) -> dict:
+def run_mode(mode: str, rounds: int, threads: int, state_path: str, model: str = "logreg") -> dict:
     """Run one federation in this process and return its measurements."""
     import resource
     import tracemalloc
@@ -57,7 +57,7 @@ def run_mode(mode: str, rounds: int, threads: int, state_path: str) -> dict:
     config = FederationConfig(rounds=rounds, local=local, clients_per_round=1.0, seed=0, execution=mode)
     tracemalloc.start()
     started = time.perf_counter()
-    result = run_federation(dataset, "logreg", algorithm, config, progress=False)
+    result = run_federation(dataset, model, algorithm, config, progress=False)
     wall = time.perf_counter() - started
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -121,11 +121,18 @@ def step_costs(threads: int, repeats: int = 400) -> dict:
     return out
 
 
-def _child(mode: str, rounds: int, threads: int, state_path: str) -> dict:
+def _child(mode: str, rounds: int, threads: int, state_path: str, model: str) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    command = [sys.executable, __file__, "--child", mode, "--rounds", str(rounds), "--threads", str(threads), "--state", state_path]
+    command = [sys.executable, __file__, "--child", mode, "--rounds", str(rounds), "--threads", str(threads), "--state", state_path,
+               "--model", model]
     out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+MODELS = {
+    "logreg": "logistic regression",
+    "upcycled-mlp": "the Upcycled MLP (hidden 196, ReLU, dropout 0.5: per-lane seeded masks when batched)",
+}
 
 
 def main() -> None:
@@ -133,14 +140,47 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=80)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1, help="alternate batched/sequential runs this many times")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--child", choices=("batched", "sequential"))
+    parser.add_argument("--model", default="logreg", choices=list(MODELS), help=argparse.SUPPRESS)
     parser.add_argument("--state")
     parser.add_argument("--no-report", action="store_true")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_mode(args.child, args.rounds, args.threads, args.state)))
+        print(json.dumps(run_mode(args.child, args.rounds, args.threads, args.state, args.model)))
         return
 
+    lines = [
+        "# Federation benchmark: batched vs sequential local training",
+        "",
+        f"Workload: Synthetic iid (d = 20, C = 2, generator seed 0), 30 clients, full participation, FedProx μ = 0.1, "
+        f"E = 10, batch 32, lr 0.05, momentum 0.5, {args.rounds} rounds, run seed 0; one section per model.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, torch threads {args.threads}, "
+        f"best of {args.repeats} run(s) per mode, each mode in its own process, modes alternated.",
+        "",
+    ]
+    for model in args.models:
+        lines += _section(model, args)
+    costs = step_costs(args.threads)
+    lines += [
+        "Cost of one local step of logistic regression (forward, cross-entropy, backward) on these shapes, µs, measured in "
+        "the same run (why stacked steps use the fx layer program rather than `vmap`):",
+        "",
+        "| step | µs |",
+        "|---|---|",
+        *[f"| {name} | {value:.0f} |" for name, value in costs.items()],
+        "",
+        f"Regenerate: `python benchmarks/bench_federation.py --rounds {args.rounds} --threads {args.threads} --repeats {args.repeats}"
+        f" --models {' '.join(args.models)}`.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.no_report:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(text)
+
+
+def _section(model: str, args: argparse.Namespace) -> list[str]:
     import math
     import tempfile
 
@@ -150,10 +190,10 @@ def main() -> None:
 
     runs: dict[str, list[dict]] = {"batched": [], "sequential": []}
     with tempfile.TemporaryDirectory() as tmp, Progress(console=Console(stderr=True)) as progress:
-        task = progress.add_task("federation benchmark", total=2 * args.repeats)
+        task = progress.add_task(f"federation benchmark: {model}", total=2 * args.repeats)
         for repeat in range(args.repeats):
             for mode in ("batched", "sequential"):
-                runs[mode].append(_child(mode, args.rounds, args.threads, f"{tmp}/{mode}{repeat}.safetensors"))
+                runs[mode].append(_child(mode, args.rounds, args.threads, f"{tmp}/{mode}{repeat}.safetensors", model))
                 progress.advance(task)
         batched_state, sequential_state = load_file(f"{tmp}/batched0.safetensors"), load_file(f"{tmp}/sequential0.safetensors")
         max_diff = max(float((batched_state[k] - sequential_state[k]).abs().max()) for k in batched_state)
@@ -166,16 +206,10 @@ def main() -> None:
         return min(r[key] for r in runs[mode])
 
     speedup = best("sequential", "wall_s") / best("batched", "wall_s")
-    costs = step_costs(args.threads)
     lines = [
-        "# Federation benchmark: batched vs sequential local training",
+        f"## {model}: {MODELS[model]}",
         "",
-        f"Workload: Synthetic iid (d = 20, C = 2, generator seed 0), 30 clients (train sizes {min(sizes)}–{max(sizes)}, "
-        f"total {sum(sizes)}), full participation, FedProx μ = 0.1, logistic regression, E = 10, batch 32, lr 0.05, "
-        f"momentum 0.5, {args.rounds} rounds, run seed 0.",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end "
-        f"(shared machine), Python {platform.python_version()}, torch threads {args.threads}, best of {args.repeats} "
-        "run(s) per mode, each mode in its own process.",
+        f"Client train sizes {min(sizes)}–{max(sizes)} (total {sum(sizes)}); load average {os.getloadavg()[0]:.2f} after this section.",
         "",
         "| mode | wall time (s) | mean s/round | median s/round | peak RSS (MiB) | peak traced Python (MiB) | final test accuracy |",
         "|---|---|---|---|---|---|---|",
@@ -195,20 +229,8 @@ def main() -> None:
         f"Same seeds, same final accuracy ({runs['batched'][0]['final_accuracy']:.4f} vs {runs['sequential'][0]['final_accuracy']:.4f}); "
         f"largest parameter difference between the final models: {max_diff:.2e} (float32 summation order).",
         "",
-        "Cost of one local step (forward, cross-entropy, backward) on these shapes, µs, measured in the same run "
-        "(why stacked steps use the fx layer program rather than `vmap`):",
-        "",
-        "| step | µs |",
-        "|---|---|",
-        *[f"| {name} | {value:.0f} |" for name, value in costs.items()],
-        "",
-        f"Regenerate: `python benchmarks/bench_federation.py --rounds {args.rounds} --threads {args.threads} --repeats {args.repeats}`.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if not args.no_report:
-        REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(text)
+    return lines
 
 
 if __name__ == "__main__":

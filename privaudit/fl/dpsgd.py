@@ -12,6 +12,9 @@ API note (for algorithms that train clients with DP-SGD: PrivateFL-LDP, PFA, Fed
   (default) clips with opacus' ghost clipping (per-example norms without forming per-example gradients,
   ~25–50× faster on the 784-600-100 MLP); ``per_sample="materialise"`` forms them with ``GradSampleModule``;
   both give the same clipped sums (tested).
+* The objective's proximal and linear terms (FedProx, FedDyn, SCAFFOLD) are kept: each step's direction is the
+  noisy clipped average plus prox·(ω − anchor) + linear, as in the non-private solver; they carry no record of
+  this round, so the privacy accounting is unchanged.
 * The outcome's ``steps`` is the number of DP-SGD steps actually taken, E·⌈1/q⌉ for E local epochs (empty
   Poisson batches count: they release noise too); ``info`` holds q, σ, C and the realised batch sizes.
 * Do not record privacy events yourself: wrap the algorithm in
@@ -144,6 +147,13 @@ class DPSGD:
                 if target is not None:
                     target.copy_(tensor)
         trainable = [params[name] for name in names]
+        # The objective's data-independent terms (FedProx/FedDyn's prox·(ω − anchor), SCAFFOLD/FedDyn's linear term)
+        # are added to the noisy gradient, exactly as the non-private solver adds them (run_lanes): they depend on
+        # the global model and the client's earlier (already private) releases, not on this round's records.
+        objective = task.objective
+        prox = float(objective.prox)
+        anchor = [objective.anchor[name].detach() for name in names] if prox else None
+        linear = [objective.linear[name].detach() for name in names] if objective.linear is not None else None
         lrs = [trainer.local.lr * _lr_scale(name, self.lr_scales) for name in names]
         momentum = trainer.local.momentum
         buffers = [torch.zeros_like(p) for p in trainable] if momentum > 0 else None
@@ -161,6 +171,10 @@ class DPSGD:
                 sums = [torch.zeros_like(p) for p in trainable]
             direction = noisy_average(sums, self.noise_multiplier, self.clip_norm, expected, generator)
             with torch.no_grad():
+                if anchor is not None:
+                    direction = [g + prox * (p - a) for g, p, a in zip(direction, trainable, anchor, strict=True)]
+                if linear is not None:
+                    direction = [g + c for g, c in zip(direction, linear, strict=True)]
                 if buffers is not None:
                     for buf, g in zip(buffers, direction, strict=True):
                         buf.mul_(momentum).add_(g)

@@ -63,7 +63,9 @@ def _dp_sgd(algorithm, clip=None, noise=None):
         )
     from privaudit.fl.local_dp import LocalDP, LocalDPConfig
 
-    return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip))
+    # FedSGD's clients take full-batch steps, so its DP-SGD samples every record (q = 1), one noisy step per epoch
+    sample_rate = 1.0 if getattr(algorithm, "full_batch_dp_sgd", False) else None
+    return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip, sample_rate=sample_rate))
 
 
 PRIVACY_SPECS: dict[str, PrivacySpec] = {

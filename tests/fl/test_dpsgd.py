@@ -120,6 +120,34 @@ def test_noise_in_the_solver_has_std_sigma_c():
     assert step.std() == pytest.approx(2.0 * 0.5, rel=0.05)
 
 
+def test_dpsgd_keeps_the_objectives_proximal_and_linear_terms():
+    """FedProx/FedDyn/SCAFFOLD + DP-SGD: the data-independent terms join each noisy step (zero inputs: zero data gradient)."""
+    x = np.zeros((10, 6), dtype=np.float32)
+    y = np.zeros(10, dtype=np.int64)
+    model = _linear(6, classes=3)
+    start = _state(model)
+    solver = DPSGD(1.0, 1.0, sample_rate=0.5)  # 2 steps per epoch
+    trainer = _trainer(model, lr=0.1)
+    plain = trainer.train_one(start, LocalTask(0, ClientData(x, y, x[:0], y[:0]), 3, LocalObjective(solver=solver)), 1)
+    c = {"0.weight": torch.full((3, 6), 0.25)}
+    linear = trainer.train_one(start, LocalTask(0, ClientData(x, y, x[:0], y[:0]), 3, LocalObjective(linear=c, solver=solver)), 1)
+    # same noise draws, so the linear term shifts the end point by exactly −lr·steps·c
+    torch.testing.assert_close(linear.state["0.weight"], plain.state["0.weight"] - 0.1 * plain.steps * c["0.weight"])
+    anchor = {"0.weight": torch.full((3, 6), 5.0)}
+    prox = trainer.train_one(start, LocalTask(0, ClientData(x, y, x[:0], y[:0]), 3,
+                                              LocalObjective(anchor=anchor, prox=1.0, solver=solver)), 1)
+    distance = lambda out: float((out.state["0.weight"] - anchor["0.weight"]).norm())  # noqa: E731
+    assert distance(prox) < 0.8 * distance(plain)  # pulled towards the anchor
+
+
+def test_dp_sgd_is_refused_where_it_would_replace_the_algorithms_own_step():
+    from privaudit.fl.algorithms.pfedme import PFedMe
+    from privaudit.fl.privacy_specs import privatize
+
+    with pytest.raises(InvalidParameterError, match="no DP-SGD form"):
+        privatize(PFedMe(), "dp-sgd", clip=1.0, noise=1.0)
+
+
 def test_dpsgd_is_repeatable_and_seeded_by_round_and_client():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(30, 5)).astype(np.float32)

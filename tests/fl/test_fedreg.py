@@ -242,6 +242,20 @@ def test_cli_dp_sgd_baseline_records_subsampled_gaussian_events(capsys, tmp_path
     assert 0 < float(eps) < 100
 
 
+def test_cli_full_batch_dp_sgd_is_the_papers_dpsgd_baseline(capsys, tmp_path):
+    """``--algorithm sgd --privacy dp-sgd``: one full-batch (q = 1) noisy step per client and round, as a Gaussian event."""
+    from privaudit.accounting.mechanisms import SubsampledGaussian
+    from privaudit.fl.checkpoint import read_ledger
+
+    out = tmp_path / "sgd-dp"
+    code, _, stderr = _cli(capsys, "train", "--algorithm", "sgd", "--privacy", "dp-sgd", "--clip", "1.0", "--noise", "2.0",
+                           "--rounds", "2", "--out", str(out), *TINY)
+    assert code == 0, stderr
+    events = read_ledger(out).events
+    assert len(events) == 6 and all(e.count == 1 for e in events)
+    assert all(isinstance(e.mechanism, SubsampledGaussian) and e.mechanism.sample_rate == 1.0 for e in events)
+
+
 def test_r_a_counts_rounds_to_a_fraction_of_the_reference():
     curve = [0.1, 0.3, 0.5, 0.45, 0.8, 0.9]
     assert r_a(curve, 0.8, 0.5) == 3  # 0.4 first reached in round 3 (1-based)

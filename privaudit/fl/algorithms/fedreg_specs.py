@@ -3,7 +3,9 @@
 Torch-free: each builder imports its algorithm module when called. Defaults: γ = 0.5, η_s = 0.1 (the paper's
 CIFAR-10 values; MNIST uses γ 0.3–0.4, η_s 0.2), E = 10 FGSM steps, η_p = 0.01·η_s, FGSM clamped to the
 data range (the reference code does not clamp: ``--fgsm-clamp none``), FedCurv λ = 1e-4 (MNIST/EMNIST).
-FedAvg with local DP-SGD is ``--algorithm fedavg --privacy dp-sgd --noise σ --clip C``.
+FedAvg with local DP-SGD is ``--algorithm fedavg --privacy dp-sgd --noise σ --clip C`` (FedProx likewise, its proximal
+term kept); the paper's "DPSGD" (full-batch DP-SGD) is ``--algorithm sgd --privacy dp-sgd --local-epochs 1``.
+FedCurv has no DP-SGD form here (its Fisher diagonal is released without noise, which DP-SGD would not cover).
 """
 
 from __future__ import annotations

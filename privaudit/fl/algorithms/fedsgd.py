@@ -5,7 +5,8 @@ all data on a client are used in a large single batch" (FedReg paper §4). Clien
 θ_i = θ̄ − η∇L_i(θ̄) with L_i its mean cross-entropy; the example-weighted average is
 θ̄ − η Σ_i (|D_i|/Σ_j |D_j|) ∇L_i(θ̄) = θ̄ − η∇L_S(θ̄), one gradient step on the union S of the sampled
 clients' data (McMahan et al. 2017's FedSGD). The local epochs, batch size and momentum of the run are
-not used.
+not used — except under ``--privacy dp-sgd``, which runs full-batch DP-SGD (sampling rate 1, per-example clipping,
+Gaussian noise): one noisy step per local epoch, the FedReg paper's "DPSGD" baseline with ``--local-epochs 1``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ class FullBatchStep:
     kind = "full-batch-step"
 
     def with_solver(self, solver: Any) -> Any:
-        raise InvalidParameterError("sgd takes one full-batch step; use fedavg with --privacy dp-sgd for DP-SGD")
+        from privaudit.fl.dpsgd import DPSGD
+
+        # DP-SGD on the full batch (q = 1) is the FedReg paper's "DPSGD" baseline: per-example clipping and noise on
+        # the same full-batch gradient step (one step per local epoch; --local-epochs 1 for the paper's setting).
+        if isinstance(solver, DPSGD) and solver.sample_rate == 1.0:
+            return solver
+        raise InvalidParameterError("sgd takes full-batch steps: only full-batch DP-SGD (sampling rate 1) can replace them")
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         from privaudit.fl.trainer import LocalOutcome, _tensors
@@ -53,8 +60,8 @@ class FullBatchStep:
 
 class FedSGD(FedAvg):
     name = "sgd"
-    #: The local step is the algorithm's own, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
-    dp_sgd_compatible = False
+    #: ``--privacy dp-sgd`` runs full-batch DP-SGD (sampling rate 1): the paper's "DPSGD" comparison point.
+    full_batch_dp_sgd = True
 
     def local_objective(self, global_state: State, client: ClientContext) -> LocalObjective:
         return LocalObjective(solver=FullBatchStep())

@@ -27,6 +27,8 @@ from privaudit.fl.params import State
 
 class PFedMe(Algorithm):
     name = "pfedme"
+    #: The local step is a Moreau-envelope inner loop, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
+    dp_sgd_compatible = False
 
     def __init__(self, lam: float = 15.0, inner_steps: int = 5, personal_lr: float = 0.1, beta: float = 1.0) -> None:
         if not 0 < beta <= 2:
