@@ -8,7 +8,9 @@ Convenience API (numpy/scipy only, no torch)::
 
 Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``). Threshold and
 guess strategies: :mod:`privaudit.audit.strategies`. Attack metrics with bootstrap intervals:
-:func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`.
+:func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`;
+the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the gradient-canary audit of a checkpoint,
+:func:`run_gradient_canary_audit` (imports torch only when called).
 """
 
 from privaudit.audit.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
@@ -23,6 +25,13 @@ from privaudit.audit.estimators import (
     estimate,
 )
 from privaudit.audit.gdp_composition import GdpComposition, compose_mu, gdp_rounds_lower_bound
+from privaudit.audit.gradient_canary_audit import (
+    CompositionValidity,
+    GradientCanaryAudit,
+    composition_validity,
+    gdp_best_round_lower_bound,
+    run_gradient_canary_audit,
+)
 from privaudit.audit.metrics import AttackMetrics, attack_metrics
 from privaudit.audit.results import IntervalEstimate, LowerBound, PowerEstimate
 from privaudit.audit.roc import RocCurve, auc, roc_curve, tpr_at_fpr
@@ -48,8 +57,10 @@ __all__ = [
     "AttackMetrics",
     "AuditScores",
     "Bonferroni",
+    "CompositionValidity",
     "Explicit",
     "GdpComposition",
+    "GradientCanaryAudit",
     "GuessGrid",
     "Guesses",
     "IntervalEstimate",
@@ -67,6 +78,7 @@ __all__ = [
     "bootstrap_intervals",
     "bootstrap_tpr_at_fpr",
     "compose_mu",
+    "composition_validity",
     "default_strategy",
     "describe_estimators",
     "epsilon_cp",
@@ -74,7 +86,9 @@ __all__ = [
     "epsilon_one_run",
     "epsilon_one_run_fdp",
     "estimate",
+    "gdp_best_round_lower_bound",
     "gdp_rounds_lower_bound",
     "roc_curve",
+    "run_gradient_canary_audit",
     "tpr_at_fpr",
 ]

@@ -6,6 +6,7 @@
     privaudit audit --claim upcycled-thm6.2-fig3 --trials 1000 --executor process --out audits/up
     privaudit audit --suite default --out reports/default
     privaudit audit --checkpoint runs/priv --canaries 500 --one-run --out audits/one
+    privaudit audit --checkpoint runs/priv --gradient-canaries 200 --canary-view client --out audits/gc
 
 Each claim audit writes ``<out>/<claim_id>.json`` (a ``claim-audit`` result that ``privaudit report`` renders)
 and its trials to ``<out>/trials/`` (a re-run with the same arguments resumes them), then prints a summary
@@ -64,9 +65,19 @@ def register(app: typer.Typer) -> None:
         checkpoint: Path | None = typer.Option(None, "--checkpoint", help="A trained federation (privaudit train --out DIR)."),
         one_run: bool = typer.Option(False, "--one-run", help="With --checkpoint: re-train once with canaries and bound ε in one run."),
         canaries: int | None = typer.Option(None, "--canaries", help="With --one-run: number of input canaries (each inserted w.p. ½)."),
-        canary_kind: str = typer.Option("mislabelled", "--canary-kind", help="With --one-run: mislabelled or ood."),
-        delta: float = typer.Option(1e-5, "--delta", help="With --one-run: δ of the audited claim."),
-        claimed_epsilon: float | None = typer.Option(None, "--claimed-epsilon", help="With --one-run: the ε to audit (default: the ledger's)."),
+        canary_kind: str | None = typer.Option(None, "--canary-kind", help="With --one-run: mislabelled (default) or ood."),
+        gradient_canaries: int | None = typer.Option(
+            None, "--gradient-canaries",
+            help="With --checkpoint: re-train once with K white-box gradient canaries (each in w.p. ½ every round) and "
+                 "bound ε per round and composed."),
+        canary_view: str | None = typer.Option(
+            None, "--canary-view", help="With --gradient-canaries: client (the canary client's releases; default) or aggregate."),
+        canary_magnitude: float | None = typer.Option(
+            None, "--canary-magnitude", help="With --gradient-canaries: canary norm C (default: the ledger's sensitivity Δ)."),
+        canary_client: int | None = typer.Option(
+            None, "--canary-client", help="With --gradient-canaries: the client that carries the canaries (default 0)."),
+        delta: float = typer.Option(1e-5, "--delta", help="With --checkpoint: δ of the audited claim."),
+        claimed_epsilon: float | None = typer.Option(None, "--claimed-epsilon", help="With --checkpoint: the ε to audit (default: the ledger's)."),
         trials: int | None = typer.Option(None, "--trials", help="Trials per reading (default: the claim's or the suite's)."),
         executor: str = typer.Option("in-process", "--executor", help="in-process, process (a local pool) or ray."),
         workers: int | None = typer.Option(None, "--workers", help="Workers of the process pool or Ray."),
@@ -85,8 +96,12 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError(f"--trials must be a positive integer, got {trials}")
         if threads < 1:
             raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
-        if mode != "--checkpoint" and (one_run or canaries is not None):
-            raise InvalidParameterError("--one-run and --canaries apply to --checkpoint audits only")
+        checkpoint_only = [name for name, on in (
+            ("--one-run", one_run), ("--canaries", canaries is not None), ("--gradient-canaries", gradient_canaries is not None),
+            ("--canary-view", canary_view is not None), ("--canary-magnitude", canary_magnitude is not None),
+            ("--canary-client", canary_client is not None)) if on]
+        if mode != "--checkpoint" and checkpoint_only:
+            raise InvalidParameterError(f"the option(s) {', '.join(checkpoint_only)} apply to --checkpoint audits only")
         if mode == "--list":
             from privaudit.audit.claims import list_claims
             from privaudit.audit.summary import registry_table
@@ -98,6 +113,13 @@ def register(app: typer.Typer) -> None:
                 _console().print(registry_table(statuses))
             return
         if mode == "--checkpoint":
+            if gradient_canaries is not None or canary_view is not None or canary_magnitude is not None or canary_client is not None:
+                if canary_kind is not None:
+                    raise InvalidParameterError("--canary-kind chooses input canaries for --one-run; gradient canaries are "
+                                                "random orthonormal directions")
+                _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_view, canary_magnitude, canary_client,
+                                   delta, claimed_epsilon, alpha, power_trials, seed, out, quiet, json_output, trials, threads)
+                return
             _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out,
                         quiet, json_output, trials, threads)
             return
@@ -120,7 +142,8 @@ def register(app: typer.Typer) -> None:
 def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out, quiet,
                 json_output, trials, threads) -> None:
     if not one_run:
-        raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (multi-run audits use --claim)")
+        raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (input canaries, black-box) or "
+                                    "--gradient-canaries K (white-box, every round); multi-run audits use --claim")
     if canaries is None:
         raise InvalidParameterError("--one-run needs --canaries m (the number of canaries, e.g. 500)")
     if trials is not None:
@@ -131,7 +154,8 @@ def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsil
 
     torch.set_num_threads(threads)
     result = run_one_run_audit(checkpoint, canaries, out=out, delta=delta, significance=alpha, claimed_epsilon=claimed_epsilon,
-                               canary_kind=canary_kind, seed=seed, power_trials=power_trials, progress=not quiet)
+                               canary_kind=canary_kind or "mislabelled", seed=seed, power_trials=power_trials,
+                               progress=not quiet)
     if json_output:
         print_json(result.data())
         return
@@ -150,3 +174,71 @@ def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsil
     console.print(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}", highlight=False, markup=False)
     if result.path is not None:
         console.print(f"written: {result.path}", highlight=False, markup=False)
+
+
+def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_view, canary_magnitude, canary_client, delta,
+                       claimed_epsilon, alpha, power_trials, seed, out, quiet, json_output, trials, threads) -> None:
+    from privaudit.audit.gradient_canary_audit import VIEWS
+
+    if gradient_canaries is None:
+        raise InvalidParameterError("--canary-view, --canary-magnitude and --canary-client need --gradient-canaries K")
+    if one_run:
+        raise InvalidParameterError("--one-run and --gradient-canaries are mutually exclusive: choose input canaries in one "
+                                    "run (--one-run --canaries m) or white-box gradient canaries (--gradient-canaries K)")
+    if canaries is not None:
+        raise InvalidParameterError("--canaries counts the input canaries of --one-run; give the number of gradient canaries "
+                                    "with --gradient-canaries K alone")
+    if trials is not None:
+        raise InvalidParameterError("--trials does not apply to a gradient-canary audit (it trains once)")
+    if gradient_canaries < 2:
+        raise InvalidParameterError(f"--gradient-canaries needs at least 2 canaries, got {gradient_canaries}")
+    view = "client" if canary_view is None else canary_view
+    if view not in VIEWS:
+        raise InvalidParameterError(f"unknown --canary-view {view!r}; use client or aggregate")
+    if canary_magnitude is not None and not canary_magnitude > 0:
+        raise InvalidParameterError(f"--canary-magnitude must be a positive number, got {canary_magnitude}")
+    if canary_client is not None and canary_client < 0:
+        raise InvalidParameterError(f"--canary-client must be a client id ≥ 0, got {canary_client}")
+    import torch
+
+    from privaudit.audit.gradient_canary_audit import THREAT_MODEL, run_gradient_canary_audit
+
+    torch.set_num_threads(threads)
+    result = run_gradient_canary_audit(checkpoint, gradient_canaries, out=out, delta=delta, significance=alpha,
+                                       claimed_epsilon=claimed_epsilon, view=view, magnitude=canary_magnitude,
+                                       client=0 if canary_client is None else canary_client, seed=seed,
+                                       power_trials=power_trials, progress=not quiet)
+    if json_output:
+        print_json(result.data())
+        return
+    console = _console()
+    from rich.table import Table
+
+    details = result.details
+    table = Table(title=f"gradient-canary audit of {checkpoint} ({view} view, white-box, every round)")
+    for name in ("estimator", "ε lower bound", "μ lower bound", "α", "ceiling", "power", "valid here"):
+        table.add_column(name)
+    for b in result.bounds:
+        valid = b.details.get("valid", True)
+        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.details.get('mu_lb', float('nan')):.4g}", f"{b.significance:.3g}",
+                      f"{b.ceiling:.4g}", "—" if b.power is None else f"{b.power.probability:.2f}",
+                      "yes" if valid else "no (not used for the verdict)")
+    console.print(table)
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False)
+
+    say(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}) from {details['claim_source']}")
+    say(f"{result.canaries} canaries of norm C = {result.magnitude:.4g} ({details['magnitude']['source']}) on client "
+        f"{details['canary_client']}, {len(details['complete_rounds'])} of {details['training_rounds']} training rounds "
+        f"audited, d = {details['dimension']}")
+    target = details.get("mechanism_mu")
+    if target:
+        say(f"the privatizer's own μ for this canary: {target['per_round']:.4g} per round, {target['composed']:.4g} composed "
+            f"→ ε = {target['epsilon']:.4g} (what unlimited canaries would find)")
+    say(f"composition: {result.composition.statement}")
+    say(f"threat model: {THREAT_MODEL}")
+    say(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}")
+    say(f"seconds: {result.seconds:.1f}")
+    if result.path is not None:
+        say(f"written: {result.path}")

@@ -170,9 +170,26 @@ def claims_section(results: Sequence[Result]) -> Section | None:
             label = f"↳ {r.get('reading', '—')} ({r.get('role', '—')})"
             rows.append(_claim_row(label, str(r.get("title") or ""), {**d, **r}, f"{r_verdict} — {r_reason}"))
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}."), Table(header, rows),
-                           Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING)]
+    blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}."), Table(header, rows)]
+    notes = _claim_notes(results)
+    if notes:  # validity statements (e.g. whether a composed bound may be used) belong next to the numbers
+        blocks += [Paragraph("Notes:"), Bullets(notes)]
+    blocks += [Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING)]
     return Section("claims", "Claims", blocks)
+
+
+def _claim_notes(results: Sequence[Result]) -> list[str]:
+    """``Notes — <claim_id>: <note>`` for every string in each result's ``notes`` (duplicates shown once)."""
+    items: list[str] = []
+    for res in results:
+        notes = res.data.get("notes")
+        if not isinstance(notes, list):
+            continue
+        for note in notes:
+            item = f"Notes — {res.data.get('claim_id')}: {note}"
+            if isinstance(note, str) and note.strip() and item not in items:
+                items.append(item)
+    return items
 
 
 def ledger_section(results: Sequence[Result]) -> Section | None:
