@@ -222,7 +222,9 @@ def _section(model: str, args: argparse.Namespace) -> list[str]:
         )
     lines += [
         "",
-        f"**Speed-up (sequential / batched wall time): {speedup:.2f}×** (target ≥ 5×).",
+        f"**Speed-up (sequential / batched wall time): {speedup:.2f}×** "
+        + ("(target ≥ 5×)." if model == "logreg" else "(the ≥ 5× target is set for logistic regression; each batched "
+                                                         "step here also draws 30 lanes' dropout masks one generator at a time)."),
         f"Step-count ratio Σ_i steps_i / max_i steps_i = {sum(steps)} / {max(steps)} = {bound:.2f} sequential steps per stacked step "
         "each round; the speed-up is about this ratio times (cost of a sequential step / cost of a stacked step, data gathering "
         "and optimiser update included).",
