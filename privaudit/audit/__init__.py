@@ -24,12 +24,16 @@ from privaudit.audit.estimators import (
     epsilon_one_run_fdp,
     estimate,
 )
-from privaudit.audit.gdp_composition import GdpComposition, compose_mu, gdp_rounds_lower_bound
+from privaudit.audit.gdp_composition import (
+    GdpComposition,
+    compose_mu,
+    gdp_best_round_lower_bound,
+    gdp_rounds_lower_bound,
+)
 from privaudit.audit.gradient_canary_audit import (
     CompositionValidity,
     GradientCanaryAudit,
     composition_validity,
-    gdp_best_round_lower_bound,
     run_gradient_canary_audit,
 )
 from privaudit.audit.metrics import AttackMetrics, attack_metrics

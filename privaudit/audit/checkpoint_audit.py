@@ -50,26 +50,35 @@ class OneRunAudit:
         return f"checkpoint:{self.checkpoint.name}"
 
     def data(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim_id,
-            "paper": None,
-            "where": f"one-run audit of {self.checkpoint}",
-            "statement": "the trained federation satisfies the (ε, δ) its ledger records",
-            "claimed": {"epsilon": self.claimed_epsilon, "delta": self.delta},
-            "accountant": [e.to_dict() for e in self.evidence],
-            "lower_bounds": [b.to_dict() for b in self.bounds],
-            "verdict": self.verdict.verdict.value,
-            "reason": self.verdict.reason,
-            "refuted_by": list(self.verdict.refuted_by),
-            "family_confidence": self.verdict.family_confidence,
-            "notes": list(self.verdict.notes),
-            "attack": {"name": "input canaries, one run (Steinke, Nasr & Jagielski 2023)",
-                       "threat_model": "black-box: the final global model", "canaries": self.canaries,
-                       "inserted": self.inserted, "metrics": self.metrics},
-            "details": self.details,
-            "trials": 1,
-            "seconds": self.seconds,
-        }
+        attack = {"name": "input canaries, one run (Steinke, Nasr & Jagielski 2023)",
+                  "threat_model": "black-box: the final global model", "canaries": self.canaries,
+                  "inserted": self.inserted, "metrics": self.metrics}
+        return checkpoint_claim_data(self.claim_id, f"one-run audit of {self.checkpoint}", self.claimed_epsilon, self.delta,
+                                     self.evidence, self.bounds, self.verdict, [], attack, self.details, self.seconds)
+
+
+def checkpoint_claim_data(claim_id: str, where: str, claimed_epsilon: float, delta: float,
+                          evidence: list[AccountingEvidence], bounds: list[LowerBound], verdict: VerdictResult,
+                          notes: list[str], attack: dict[str, Any], details: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """The ``claim-audit`` result data of a checkpoint audit (one run): the claim is the ledger's (or the given) ε."""
+    return {
+        "claim_id": claim_id,
+        "paper": None,
+        "where": where,
+        "statement": "the trained federation satisfies the (ε, δ) its ledger records",
+        "claimed": {"epsilon": claimed_epsilon, "delta": delta},
+        "accountant": [e.to_dict() for e in evidence],
+        "lower_bounds": [b.to_dict() for b in bounds],
+        "verdict": verdict.verdict.value,
+        "reason": verdict.reason,
+        "refuted_by": list(verdict.refuted_by),
+        "family_confidence": verdict.family_confidence,
+        "notes": [*verdict.notes, *notes],
+        "attack": attack,
+        "details": details,
+        "trials": 1,
+        "seconds": seconds,
+    }
 
 
 def _recipe(checkpoint: Path):

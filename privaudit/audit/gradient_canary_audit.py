@@ -35,18 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.audit.ceiling import ceiling
-from privaudit.audit.checkpoint_audit import _assumptions_hold, _claimed, _recipe
-from privaudit.audit.gdp import gdp_bound, mu_to_epsilon
+from privaudit.audit.checkpoint_audit import _assumptions_hold, _claimed, _recipe, checkpoint_claim_data
+from privaudit.audit.gdp import mu_to_epsilon
 from privaudit.audit.gdp_composition import (
+    BEST_ROUND_VALIDITY,
     COMPOSITION_INVALID_WHEN,
     COMPOSITION_VALID_WHEN,
+    gdp_best_round_lower_bound,
     gdp_rounds_lower_bound,
 )
-from privaudit.audit.power import monte_carlo_interval
-from privaudit.audit.results import LowerBound, PowerEstimate
-from privaudit.audit.scores import AuditScores, check_positive_delta, check_significance
-from privaudit.audit.strategies import DEFAULT_GDP_FAMILY, Bonferroni, ThresholdStrategy
+from privaudit.audit.results import LowerBound
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult, decide
 from privaudit.errors import CheckpointError, InvalidParameterError
 
@@ -57,111 +55,6 @@ THREAT_MODEL = (
     "before its privatizer, observed white-box in every round (Nasr et al. 2023 threat model); they do not measure "
     "what a natural training record leaks"
 )
-BEST_ROUND_VALIDITY = (
-    "valid without any composition assumption: each round's bound is computed at α/T (Bonferroni over the T rounds), "
-    "and any one round's release is a post-processing of the whole transcript, so its ε lower-bounds the run's"
-)
-
-
-# ------------------------------------------------------------------------------------------------
-# the per-round estimator that needs no composition
-# ------------------------------------------------------------------------------------------------
-def gdp_best_round_lower_bound(
-    rounds: Sequence[tuple[object, object]],
-    *,
-    significance: float = 0.05,
-    delta: float = 1e-5,
-    strategy: ThresholdStrategy | None = None,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 100,
-    power_seed: int = 0,
-) -> LowerBound:
-    """ε lower bound from the single most revealing round: max_t μ_t,lb with every μ_t,lb at α/T.
-
-    Each round's bound is the GDP route of Nasr et al. 2023 (μ ≥ Φ⁻¹(1 − FPR⁺) − Φ⁻¹(FNR⁺), Dong, Roth & Su 2022
-    trade-off T_μ; :func:`privaudit.audit.gdp.gdp_bound`). With every round at α/T, all T bounds hold together with
-    probability ≥ 1 − α (Bonferroni), so their maximum does too; a round's release is a post-processing of the whole
-    run's transcript, so the run is at least max_t μ_t,lb-GDP with no assumption on how rounds compose. Converted to
-    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is simulated for T Gaussian rounds
-    of equal strength μ_t = factor·μ_claim/√T (the same alternative as ``gdp-composed``), same sizes per round.
-    """
-    if not rounds:
-        raise InvalidParameterError("gdp_best_round_lower_bound needs at least one round of scores")
-    significance = check_significance(significance)
-    delta = check_positive_delta(delta, "gdp")
-    strategy = Bonferroni(DEFAULT_GDP_FAMILY) if strategy is None else strategy
-    per_round_alpha = significance / len(rounds)
-
-    def round_mu(scores: AuditScores, chosen: ThresholdStrategy = strategy) -> float:
-        return gdp_bound(scores, per_round_alpha, delta, chosen)[1]["mu_lb"]
-
-    mus: list[float] = []
-    ceilings: list[float] = []
-    sizes: list[tuple[int, int]] = []
-    for in_scores, out_scores in rounds:
-        scores = AuditScores.of(in_scores, out_scores)
-        mus.append(round_mu(scores))
-        ceilings.append(ceiling(round_mu, scores.n_in, scores.n_out, strategy, stratified_splits=True))
-        sizes.append((scores.n_in, scores.n_out))
-    best = int(np.argmax(mus))
-    power = None
-    if claimed_epsilon is not None:
-        power = _best_round_power(round_mu, sizes, claimed_epsilon, delta, power_factor, power_trials, power_seed)
-    return LowerBound(
-        estimator="gdp-best-round",
-        epsilon_lb=mu_to_epsilon(mus[best], delta),
-        significance=significance,
-        delta=delta,
-        strategy=strategy,
-        ceiling=mu_to_epsilon(max(ceilings), delta),
-        power=power,
-        n_in=sum(n for n, _ in sizes),
-        n_out=sum(n for _, n in sizes),
-        details={
-            "rounds": len(rounds),
-            "per_round_significance": per_round_alpha,
-            "mu_lb": mus[best],
-            "best_round_index": best,
-            "per_round_mu_lb": mus,
-            "per_round_ceiling_mu": ceilings,
-            "ceiling_mu": max(ceilings),
-            "validity": BEST_ROUND_VALIDITY,
-            "reference": "Nasr et al. 2023 (GDP estimate per step); Dong, Roth & Su 2022 Cor. 2.13; Bonferroni over rounds",
-        },
-    )
-
-
-def _best_round_power(round_mu, sizes, claimed_epsilon: float, delta: float, factor: float, trials: int,
-                      seed: int) -> PowerEstimate:
-    from privaudit.accounting.gaussian import gaussian_mu_for
-
-    if not (math.isfinite(claimed_epsilon) and claimed_epsilon >= 0):
-        raise InvalidParameterError(f"claimed_epsilon must be a finite non-negative number, got {claimed_epsilon}")
-    if not (math.isfinite(factor) and factor > 0):
-        raise InvalidParameterError(f"power factor must be a positive number, got {factor}")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise InvalidParameterError(f"power trials must be a positive integer, got {trials!r}")
-    mu_claimed = gaussian_mu_for(claimed_epsilon, delta)
-    mu_round = factor * mu_claimed / math.sqrt(len(sizes))
-    rng = np.random.default_rng(seed)
-    refuted = 0
-    for _ in range(trials):
-        best = max(round_mu(AuditScores.trusted(rng.normal(mu_round, 1.0, n_in), rng.normal(0.0, 1.0, n_out)))
-                   for n_in, n_out in sizes)
-        refuted += int(mu_to_epsilon(best, delta) > claimed_epsilon)
-    return PowerEstimate(
-        probability=refuted / trials,
-        claimed_epsilon=float(claimed_epsilon),
-        delta=delta,
-        factor=float(factor),
-        mu_claimed=mu_claimed,
-        mu_alternative=factor * mu_claimed,
-        trials=trials,
-        seed=seed,
-        interval=monte_carlo_interval(refuted, trials),
-        method="simulation: T Gaussian rounds, in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1), per-round sizes; best round",
-    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,28 +158,13 @@ class GradientCanaryAudit:
         return next(b for b in self.bounds if b.estimator == estimator)
 
     def data(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim_id,
-            "paper": None,
-            "where": f"white-box gradient-canary audit of {self.checkpoint}",
-            "statement": "the trained federation satisfies the (ε, δ) its ledger records",
-            "claimed": {"epsilon": self.claimed_epsilon, "delta": self.delta},
-            "accountant": [e.to_dict() for e in self.evidence],
-            "lower_bounds": [b.to_dict() for b in self.bounds],
-            "verdict": self.verdict.verdict.value,
-            "reason": self.verdict.reason,
-            "refuted_by": list(self.verdict.refuted_by),
-            "family_confidence": self.verdict.family_confidence,
-            "notes": [*self.verdict.notes, *self.notes],
-            "attack": {"name": "gradient canaries, per-round membership (Nasr et al. 2023)",
-                       "threat_model": f"white-box: every round's {'client release' if self.view == 'client' else 'aggregate'}; "
-                                       + THREAT_MODEL,
-                       "canaries": self.canaries, "magnitude": self.magnitude, "view": self.view,
-                       "metrics": self.metrics},
-            "details": {**self.details, "composition": self.composition.to_dict()},
-            "trials": 1,
-            "seconds": self.seconds,
-        }
+        view = "client release" if self.view == "client" else "aggregate"
+        attack = {"name": "gradient canaries, per-round membership (Nasr et al. 2023)",
+                  "threat_model": f"white-box: every round's {view}; " + THREAT_MODEL,
+                  "canaries": self.canaries, "magnitude": self.magnitude, "view": self.view, "metrics": self.metrics}
+        return checkpoint_claim_data(self.claim_id, f"white-box gradient-canary audit of {self.checkpoint}", self.claimed_epsilon,
+                                     self.delta, self.evidence, self.bounds, self.verdict, self.notes, attack,
+                                     {**self.details, "composition": self.composition.to_dict()}, self.seconds)
 
 
 def _check_inputs(canaries, delta, significance, view, magnitude, client, power_trials) -> None:

@@ -33,6 +33,16 @@ def monte_carlo_interval(successes: int, trials: int, confidence: float = 0.95) 
     return low, high
 
 
+def check_power_arguments(claimed_epsilon: float, factor: float, trials: int) -> None:
+    """The claim, the alternative's factor and the Monte-Carlo trials of a power simulation, or one clear error."""
+    if not claimed_epsilon >= 0 or not np.isfinite(claimed_epsilon):
+        raise InvalidParameterError(f"claimed_epsilon must be a finite non-negative number, got {claimed_epsilon}")
+    if not factor > 0 or not np.isfinite(factor):
+        raise InvalidParameterError(f"power factor must be a positive number, got {factor}")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise InvalidParameterError(f"power trials must be a positive integer, got {trials!r}")
+
+
 def simulated_power(
     bound: Callable[[AuditScores], float],
     *,
@@ -50,12 +60,7 @@ def simulated_power(
     Laplace mechanism.
     """
     delta = check_delta(delta)
-    if not claimed_epsilon >= 0 or not np.isfinite(claimed_epsilon):
-        raise InvalidParameterError(f"claimed_epsilon must be a finite non-negative number, got {claimed_epsilon}")
-    if not factor > 0 or not np.isfinite(factor):
-        raise InvalidParameterError(f"power factor must be a positive number, got {factor}")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise InvalidParameterError(f"power trials must be a positive integer, got {trials!r}")
+    check_power_arguments(claimed_epsilon, factor, trials)
     pure = delta == 0
     if pure and claimed_epsilon == 0:
         raise InvalidParameterError("a pure claim of ε = 0 has no less private Laplace alternative to simulate")

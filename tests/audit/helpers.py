@@ -16,3 +16,19 @@ def deterministic_normal(mu: float, n: int) -> np.ndarray:
 def binomial_upper_tolerance(alpha: float, repetitions: int) -> float:
     """α + 3·√(α(1 − α)/R): the largest false-positive rate a valid level-α procedure plausibly shows in R runs."""
     return alpha + 3.0 * math.sqrt(alpha * (1.0 - alpha) / repetitions)
+
+
+def checkpoint_without_recipe(checkpoint, tmp_path):
+    """A copy of ``checkpoint`` whose manifest lacks ``train_spec`` (its hash recomputed): audits that re-train refuse it."""
+    import json
+    import shutil
+
+    from privaudit.fl.checkpoint import MANIFEST, manifest_digest
+
+    copy = tmp_path / "custom"
+    shutil.copytree(checkpoint, copy)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    manifest.pop("train_spec")
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    return copy

@@ -6,19 +6,19 @@ noise, every bad input → one line, exit 2)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 import torch
 
 from privaudit.audit.gdp import gdp_bound
-from privaudit.audit.gradient_canary_audit import composition_validity, gdp_best_round_lower_bound
+from privaudit.audit.gdp_composition import gdp_best_round_lower_bound
+from privaudit.audit.gradient_canary_audit import composition_validity
 from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import Explicit
 from privaudit.cli import main
 
-from .helpers import binomial_upper_tolerance, deterministic_normal
+from .helpers import binomial_upper_tolerance, checkpoint_without_recipe, deterministic_normal
 
 torch.set_num_threads(1)
 
@@ -186,18 +186,6 @@ def test_when_clipping_binds_no_bound_decides(capsys, tmp_path, runs):
     assert any("no longer independent trials" in n for n in data["notes"])
 
 
-def _without_recipe(checkpoint, tmp_path):
-    from privaudit.fl.checkpoint import MANIFEST, manifest_digest
-
-    copy = tmp_path / "custom"
-    shutil.copytree(checkpoint, copy)
-    manifest = json.loads((copy / MANIFEST).read_text())
-    manifest.pop("train_spec")
-    manifest["manifest_sha256"] = manifest_digest(manifest)
-    (copy / MANIFEST).write_text(json.dumps(manifest))
-    return copy
-
-
 @pytest.mark.parametrize(("args", "match"), [
     (("--gradient-canaries", "1"), "needs at least 2 canaries"),
     (("--gradient-canaries", "10", "--canary-view", "server"), "unknown --canary-view 'server'"),
@@ -216,7 +204,7 @@ def test_bad_gradient_canary_input_is_one_line_and_exit_2(capsys, runs, args, ma
 
 
 def test_bad_gradient_canary_checkpoints(capsys, tmp_path, runs):
-    one_line_error(capsys, "--checkpoint", str(_without_recipe(runs["priv"], tmp_path)), "--gradient-canaries", "10",
+    one_line_error(capsys, "--checkpoint", str(checkpoint_without_recipe(runs["priv"], tmp_path)), "--gradient-canaries", "10",
                    match="records no training recipe")
     one_line_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10",
                    match="records no privacy mechanism")  # the claim comes first: a run without privacy claims nothing

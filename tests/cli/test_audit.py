@@ -83,17 +83,10 @@ def test_one_run_checkpoint_audit(capsys, tmp_path, checkpoint):
 
 
 def test_checkpoint_without_a_training_recipe(capsys, tmp_path, checkpoint):
-    import shutil
+    from tests.audit.helpers import checkpoint_without_recipe
 
-    from privaudit.fl.checkpoint import MANIFEST, manifest_digest
-
-    copy = tmp_path / "custom"
-    shutil.copytree(checkpoint, copy)
-    manifest = json.loads((copy / MANIFEST).read_text())
-    manifest.pop("train_spec")
-    manifest["manifest_sha256"] = manifest_digest(manifest)
-    (copy / MANIFEST).write_text(json.dumps(manifest))
-    one_line_error(capsys, "--checkpoint", str(copy), "--canaries", "10", "--one-run", match="records no training recipe")
+    one_line_error(capsys, "--checkpoint", str(checkpoint_without_recipe(checkpoint, tmp_path)), "--canaries", "10", "--one-run",
+                   match="records no training recipe")
 
 
 def test_checkpoint_with_too_many_canaries(capsys, checkpoint):
