@@ -87,11 +87,13 @@ def roc_points(scores: MembershipScores, max_points: int = 2000) -> dict[str, li
     return {"fpr": fpr.tolist(), "tpr": tpr.tolist()}
 
 
-def membership_attack_data(scores: MembershipScores, *, scores_file: str | None = None) -> dict[str, Any]:
-    """The ``data`` of a ``membership-attack`` result for ``scores``."""
+def membership_attack_data(scores: MembershipScores, *, scores_file: str | None = None,
+                           intervals: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``data`` of a ``membership-attack`` result for ``scores`` (``intervals``: bootstrap CIs the auditor adds)."""
     summary = scores.summary()
     meta = {k: v for k, v in scores.meta.items() if k != "config"}
     return {
+        **({} if intervals is None else {"intervals": intervals}),
         "attack": scores.meta.get("attack", "?"),
         "threat_model": scores.meta.get("threat_model"),
         "roc": roc_points(scores),
@@ -106,12 +108,13 @@ def membership_attack_data(scores: MembershipScores, *, scores_file: str | None 
 
 
 def write_membership_attack(out_dir: str | Path, scores: MembershipScores, *, title: str, config: dict[str, Any],
-                            command: str | None = None, seed: int | None = None) -> tuple[Path, Path]:
+                            command: str | None = None, seed: int | None = None,
+                            intervals: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """Write ``<out_dir>/membership-attack.json`` and the raw scores ``<out_dir>/membership-scores.npz``."""
     from privaudit.report.results import make_result, write_result
 
     out = Path(out_dir)
     npz = scores.save_npz(out / SCORES_FILE)
-    result = make_result("membership-attack", title, membership_attack_data(scores, scores_file=SCORES_FILE), config,
-                         command=command, seed=seed)
+    data = membership_attack_data(scores, scores_file=SCORES_FILE, intervals=intervals)
+    result = make_result("membership-attack", title, data, config, command=command, seed=seed)
     return write_result(out / RESULT_FILE, result), npz

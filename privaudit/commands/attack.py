@@ -75,6 +75,24 @@ def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, th
         )
 
 
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def _bootstrap_intervals(scores, seed: int) -> dict[str, Any] | None:
+    """95% BCa bootstrap intervals (seeded, stratified) for AUC and TPR at 0.1% / 1% FPR; None with < 2 scores a side."""
+    from privaudit.audit.metrics import attack_metrics
+
+    if scores.n_in < 2 or scores.n_out < 2:
+        return None
+    metrics = attack_metrics(scores.in_scores, scores.out_scores, n_resamples=BOOTSTRAP_RESAMPLES, seed=seed)
+    tprs = {format(f, "g"): interval.to_dict() for f, interval in zip((0.001, 0.01), metrics.tpr_at_fpr, strict=True)}
+    return {"auc": metrics.auc.to_dict(), "tpr_at_fpr": tprs}
+
+
+def _with_interval(value: float, interval: dict[str, Any] | None) -> str:
+    return f"{value:.4f}" if not interval else f"{value:.4f}  [{interval['low']:.4f}, {interval['high']:.4f}] (95% BCa)"
+
+
 def _print_summary(data: dict[str, Any], out: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -85,9 +103,12 @@ def _print_summary(data: dict[str, Any], out: Path | None) -> None:
     rows = [
         ("threat model", str(data.get("threat_model"))),
         ("members / non-members", f"{data['n_in']} / {data['n_out']}"),
-        ("AUC", f"{data['auc']:.4f}"),
-        ("TPR at 0.1% FPR", f"{data['tpr_at_fpr']['0.001']:.4f}"),
-        ("TPR at 1% FPR", f"{data['tpr_at_fpr']['0.01']:.4f}"),
+    ]
+    intervals = data.get("intervals") or {}
+    rows += [
+        ("AUC", _with_interval(data["auc"], intervals.get("auc"))),
+        ("TPR at 0.1% FPR", _with_interval(data["tpr_at_fpr"]["0.001"], (intervals.get("tpr_at_fpr") or {}).get("0.001"))),
+        ("TPR at 1% FPR", _with_interval(data["tpr_at_fpr"]["0.01"], (intervals.get("tpr_at_fpr") or {}).get("0.01"))),
     ]
     meta = data.get("meta", {})
     for key in ("mode", "variance_used", "shadow_accuracy_mean", "seconds"):
@@ -143,10 +164,12 @@ def membership(
                                    max_examples=max_examples, seed=seed)
     config = {"checkpoint": str(checkpoint), "attack": attack, "threat_model": threat_model, "round": round_,
               "max_examples": max_examples, "seed": seed, **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
+    intervals = _bootstrap_intervals(scores, seed)
     result_path = None
     if out is not None:
-        result_path, _ = write_membership_attack(out, scores, title=f"membership attack {attack} on {checkpoint}", config=config, seed=seed)
-    data = membership_attack_data(scores, scores_file=None if out is None else "membership-scores.npz")
+        result_path, _ = write_membership_attack(out, scores, title=f"membership attack {attack} on {checkpoint}", config=config,
+                                                 seed=seed, intervals=intervals)
+    data = membership_attack_data(scores, scores_file=None if out is None else "membership-scores.npz", intervals=intervals)
     if json_:
         print_json({k: v for k, v in data.items() if k != "roc"} | {"result": None if result_path is None else str(result_path)})
         return

@@ -260,6 +260,13 @@ def membership_section(results: Sequence[Result]) -> Section | None:
         if roc.get("fpr") and roc.get("tpr"):
             curves[label] = (roc["fpr"], roc["tpr"])
         tprs = _tpr_items(d.get("tpr_at_fpr"))
+        intervals = d.get("intervals") if isinstance(d.get("intervals"), dict) else {}
+        for f, interval in _tpr_items(intervals.get("tpr_at_fpr")).items():  # bootstrap CIs beside the point estimates
+            if f in tprs and isinstance(interval, dict):
+                tprs[f] = {**interval, "estimate": tprs[f]}
+        auc = d.get("auc")
+        if isinstance(intervals.get("auc"), dict) and isinstance(auc, int | float):
+            auc = {**intervals["auc"], "estimate": auc}
         marks[label] = {f: (v.get("estimate") if isinstance(v, dict) else v) for f, v in tprs.items()
                         if isinstance(v, int | float | dict)}
         marks[label] = {f: float(t) for f, t in marks[label].items() if isinstance(t, int | float)}
@@ -268,7 +275,7 @@ def membership_section(results: Sequence[Result]) -> Section | None:
             v = tprs.get(f)
             return _auc_text(v) if v is not None else "—"
 
-        rows.append([label, _auc_text(d.get("auc")), tpr_text(0.001), tpr_text(0.01), str(d.get("n_in", "—")),
+        rows.append([label, _auc_text(auc), tpr_text(0.001), tpr_text(0.01), str(d.get("n_in", "—")),
                      str(d.get("n_out", "—"))])
     blocks: list[Block] = [Table(["attack", "AUC", "TPR @ 0.1% FPR", "TPR @ 1% FPR", "members", "non-members"], rows)]
     if curves:

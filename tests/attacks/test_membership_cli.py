@@ -51,6 +51,18 @@ def test_loss_attack_writes_the_result_and_the_scores(capsys, checkpoints, tmp_p
     assert roc["fpr"][0] == 0 and roc["fpr"][-1] == 1 and roc["tpr"][-1] == 1
     with np.load(out / result.data["scores_file"]) as scores:
         assert scores["in_scores"].size == result.data["n_in"] and scores["out_scores"].size == result.data["n_out"]
+    # seeded BCa bootstrap intervals beside the point estimates, in the result and in the printed summary
+    intervals = result.data["intervals"]
+    assert intervals["auc"]["low"] <= result.data["auc"] <= intervals["auc"]["high"]
+    for fpr in ("0.001", "0.01"):
+        ci = intervals["tpr_at_fpr"][fpr]
+        assert ci["low"] <= result.data["tpr_at_fpr"][fpr] <= ci["high"] and ci["method"] == "bca"
+    assert "(95% BCa)" in stdout
+    from privaudit.report.build import build_report
+
+    markdown = build_report([out], tmp_path / "report").markdown.read_text()
+    auc = intervals["auc"]
+    assert f"| {result.data['auc']:.3g} [{auc['low']:.3g}, {auc['high']:.3g}] |" in markdown
 
 
 def test_lira_and_the_client_release_threat_model(capsys, checkpoints, tmp_path):
