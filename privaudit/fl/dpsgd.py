@@ -49,7 +49,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,6 +100,9 @@ class DPSGD:
     lr_scales: tuple[tuple[str, float], ...] = ()
     per_sample: str = "ghost"
     kind: str = "dpsgd"
+    #: Gradient of a data-independent regulariser at the current parameters (trainable order), added to each noisy
+    #: step like the objective's prox/linear terms (FedCurv's EWC penalty); ``None``: none.
+    regulariser_gradient: Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         sigma, clip = float(self.noise_multiplier), float(self.clip_norm)
@@ -175,6 +178,8 @@ class DPSGD:
                     direction = [g + prox * (p - a) for g, p, a in zip(direction, trainable, anchor, strict=True)]
                 if linear is not None:
                     direction = [g + c for g, c in zip(direction, linear, strict=True)]
+                if self.regulariser_gradient is not None:
+                    direction = [g + r for g, r in zip(direction, self.regulariser_gradient(trainable), strict=True)]
                 if buffers is not None:
                     for buf, g in zip(buffers, direction, strict=True):
                         buf.mul_(momentum).add_(g)

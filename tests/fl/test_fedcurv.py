@@ -112,3 +112,26 @@ def test_dropout_models_train_and_repeat_under_a_seed():
     data = make_dataset()
     runs = [run_federation(data, model(), FedCurv(lam=0.1), _config(rounds=2, q=0.5), progress=False) for _ in range(2)]
     assert all(torch.equal(runs[0].state[k], runs[1].state[k]) for k in runs[0].state)
+
+
+def test_fedcurv_under_dp_sgd_keeps_the_penalty_and_records_the_unnoised_fisher():
+    """FedCurv+DPSGD: λ = 0 is FedAvg+DPSGD exactly; λ > 0 changes the model; every client round carries a DP-SGD
+    event *and* a no-guarantee event for its Fisher diagonal, so the ledger's ε is ∞."""
+    import math
+
+    from privaudit.accounting.mechanisms import PureDP, SubsampledGaussian
+    from privaudit.fl.local_dp import LocalDP, LocalDPConfig
+
+    data = make_dataset()
+    cfg = _config(rounds=3)
+    private = lambda algorithm: LocalDP(algorithm, LocalDPConfig(noise_multiplier=1.0, clip_norm=1.0))  # noqa: E731
+    plain = run_federation(data, tiny_model(hidden=4), private(FedAvg()), cfg, progress=False)
+    flat = run_federation(data, tiny_model(hidden=4), private(FedCurv(lam=0.0)), cfg, progress=False)
+    assert all(torch.equal(plain.state[k], flat.state[k]) for k in plain.state)
+    curved = run_federation(data, tiny_model(hidden=4), private(FedCurv(lam=5.0)), cfg, progress=False)
+    assert any(not torch.equal(plain.state[k], curved.state[k]) for k in plain.state)
+    kinds = {type(e.mechanism) for e in curved.ledger.events}
+    assert kinds == {SubsampledGaussian, PureDP}
+    assert all("Fisher diagonal" in e.assumptions[0] for e in curved.ledger.events if isinstance(e.mechanism, PureDP))
+    assert math.isinf(curved.ledger.summary(1e-5, "rdp").max_epsilon)
+    assert all(isinstance(e.mechanism, SubsampledGaussian) for e in plain.ledger.events)

@@ -78,7 +78,24 @@ class FedCurvSolver:
         self.lam, self.u, self.v = float(lam), u, v
 
     def with_solver(self, solver: Any) -> Any:
-        raise InvalidParameterError("FedCurv's penalised local step has no DP-SGD form here; use fedavg with --privacy dp-sgd")
+        from privaudit.fl.dpsgd import DPSGD
+
+        if isinstance(solver, DPSGD):
+            return FedCurvDPSGD(self.lam, self.u, self.v, solver)
+        raise InvalidParameterError(f"FedCurv's penalised local step has no form with the {type(solver).__name__} solver")
+
+    def penalty_gradient(self, names: Sequence[str]):
+        """θ ↦ 2λ(u_{−i} ⊙ θ − v_{−i}) over the trainable tensors ``names`` (in that order), or ``None`` without a penalty."""
+        if not (self.lam > 0 and self.u is not None and self.v is not None):
+            return None
+        u = [self.u[n] for n in names]
+        v = [self.v[n] for n in names]
+        scale = 2.0 * self.lam
+
+        def gradient(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            return [scale * (ui * p.detach() - vi) for p, ui, vi in zip(params, u, v, strict=True)]
+
+        return gradient
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         from privaudit.fl.trainer import LocalOutcome, _SequentialOracle, _tensors
@@ -119,12 +136,40 @@ class FedCurvSolver:
         )
 
 
+class FedCurvDPSGD:
+    """FedCurv under local DP-SGD (the FedReg paper's "FedCurv+DPSGD"): noisy clipped steps on L_i plus the EWC penalty
+    gradient (data-independent for client i: the other clients' Fisher sums), then the Fisher diagonal — which is a
+    deterministic function of the client's records, released without noise (see :meth:`FedCurv.finish`)."""
+
+    kind = "fedcurv-dpsgd"
+
+    def __init__(self, lam: float, u: State | None, v: State | None, dpsgd: Any) -> None:
+        self.penalty = FedCurvSolver(lam, u, v)
+        self.dpsgd = dpsgd
+
+    def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
+        from privaudit.fl.trainer import _tensors
+
+        names = list(trainer.names)
+        solver = replace(self.dpsgd, regulariser_gradient=self.penalty.penalty_gradient(names))
+        outcome = solver.train_client(trainer, global_state, task, training_round)
+        fixed = {k: v.clone() for k, v in global_state.items() if k not in names}
+        trained = {n: outcome.state[n] for n in names}
+        x, y = _tensors(task.data)
+        fisher = seeded_torch_global(trainer.seeds.integer("dropout", training_round, task.client_id),
+                                     lambda: empirical_fisher_diagonal(trainer.model, trained, fixed, x, y))
+        return replace(outcome, info={**outcome.info, "fisher": fisher})
+
+
 class FedCurv(FedAvg):
-    """FedCurv clients (EWC penalty from the server's Fisher sums) and FedAvg's model average."""
+    """FedCurv clients (EWC penalty from the server's Fisher sums) and FedAvg's model average.
+
+    Under ``--privacy dp-sgd`` the model is trained by DP-SGD, but the Fisher diagonal each client releases beside it
+    is computed from its records without noise: each such round is recorded as a release with no DP guarantee
+    (ε = ∞), so the ledger states what "FedCurv+DPSGD" really protects.
+    """
 
     name = "fedcurv"
-    #: The local step is the algorithm's own, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
-    dp_sgd_compatible = False
 
     def __init__(self, lam: float = 1e-4) -> None:
         if not lam >= 0 or math.isinf(lam):
@@ -153,7 +198,13 @@ class FedCurv(FedAvg):
         result = super().finish(global_state, client, outcome)
         info = dict(result.info)
         fisher = info.pop("fisher")
-        return replace(result, extras={**result.extras, "fisher": fisher}, info=info)
+        events = result.events
+        if "noise_multiplier" in info:  # trained by DP-SGD: the model is private, the Fisher diagonal is not
+            from privaudit.fl.algorithms.fedreg import no_guarantee_event
+
+            events = (*events, no_guarantee_event(client, self.name, "releases the client's empirical Fisher diagonal "
+                                                                     "without noise beside its DP-SGD model"))
+        return replace(result, extras={**result.extras, "fisher": fisher}, info=info, events=events)
 
     def aggregate(self, round: int, global_state: State, results: Sequence[ClientResult]) -> State:
         for r in results:

@@ -5,7 +5,8 @@ CIFAR-10 values; MNIST uses γ 0.3–0.4, η_s 0.2), E = 10 FGSM steps, η_p = 0
 data range (the reference code does not clamp: ``--fgsm-clamp none``), FedCurv λ = 1e-4 (MNIST/EMNIST).
 FedAvg with local DP-SGD is ``--algorithm fedavg --privacy dp-sgd --noise σ --clip C`` (FedProx likewise, its proximal
 term kept); the paper's "DPSGD" (full-batch DP-SGD) is ``--algorithm sgd --privacy dp-sgd --local-epochs 1``.
-FedCurv has no DP-SGD form here (its Fisher diagonal is released without noise, which DP-SGD would not cover).
+FedCurv runs under ``--privacy dp-sgd`` too ("FedCurv+DPSGD"), but its clients release their Fisher diagonals without
+noise, so each such round is also recorded as a release with no DP guarantee (ε = ∞).
 """
 
 from __future__ import annotations
