@@ -240,8 +240,7 @@ def _reading(outcomes: list[Outcome]) -> list[str]:
                              f"({'+' if gain >= 0 else ''}{gain:.1f} dB).")
             if adaptive.label_accuracy is not None and adaptive.label_accuracy < 1:
                 parts.append(f"Its inferred labels are right for {_f(adaptive.label_accuracy, 2)} of the images: MG's "
-                             "projection also breaks iDLG's label inference, so these adaptive numbers are a weak lower "
-                             "bound on what leaks.")
+                             "projection also breaks iDLG's label inference.")
         informed = next((o for o in mine if o.cell.attack == "adaptive-mg" and o.cell.labels_known), None)
         if informed:
             parts.append(f"Given the true labels, the adaptive attacker reaches {_f(_mean(informed.psnr))} dB "
