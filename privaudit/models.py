@@ -111,6 +111,15 @@ def _logreg(input_shape: tuple[int, ...], num_classes: int, init: str = "upcycle
     return LogisticRegression(_flat_size(input_shape), num_classes, init=init)
 
 
+def _glm_logistic(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Binary logistic GLM, logits ``[0, wᵀx]`` without bias: Upcycled-FL Thm 6.3's own setting (u₁ = ‖x‖, u₂ = 1/4)."""
+    from privaudit.fl.glm import BinaryLogisticGLM
+
+    if int(num_classes) != 2:
+        raise InvalidParameterError(f"glm-logistic is a binary model (Thm 6.3's GLM); the dataset has {num_classes} classes")
+    return BinaryLogisticGLM(_flat_size(input_shape))
+
+
 def _pfa_lr(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """PFA logistic regression, zero-initialised (spec §4.2; 7,850 parameters on MNIST, Table 5).
 
@@ -294,6 +303,8 @@ class _ModelEntry:
 
 _MODELS: dict[str, _ModelEntry] = {
     "logreg": _ModelEntry(_logreg, "logistic regression on the flattened input (Upcycled-FL Linear(20,2); spec §1.2)"),
+    "glm-logistic": _ModelEntry(_glm_logistic, "binary logistic GLM, logits [0, wᵀx], no bias (Upcycled-FL Thm 6.3's setting; "
+                                                "with --dataset-option normalise_rows=true)"),
     "upcycled-mlp": _ModelEntry(_upcycled_mlp, "Linear(d,196)-ReLU-Dropout(0.5)-Linear(196,C) (Upcycled-FL FEMNIST; spec §1.2)"),
     "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected; spec §2.2)"),
     "privatefl-dnn-in": _ModelEntry(_privatefl_dnn_in, "personalised α⊙x+β (α per channel, β per pixel) + d-600-100-C (PrivateFL mnist_fully_connected_IN; spec §2.2)"),

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.data import embedded, torchvision_files
-from privaudit.data.base import FederatedDataset
+from privaudit.data.base import FederatedDataset, normalise_rows
 from privaudit.data.federate import PooledData, federate
 from privaudit.data.leaf import leaf
 from privaudit.data.partition import parse_partition, partition_indices
@@ -149,6 +149,13 @@ def load_dataset(spec: str, *, num_clients: int | None = None, partition: str | 
     """
     if not isinstance(spec, str) or not spec.strip():
         raise _unknown(str(spec))
+    options = dict(options)
+    if "normalise_rows" in options:  # any dataset: every feature vector scaled to ‖x‖ ≤ 1 (Upcycled-FL Thm 6.3)
+        normalise = options.pop("normalise_rows")
+        if not isinstance(normalise, bool):
+            raise InvalidParameterError(f"normalise_rows takes true or false, got {normalise!r}")
+        dataset = load_dataset(spec, num_clients=num_clients, partition=partition, seed=seed, **options)
+        return normalise_rows(dataset) if normalise else dataset
     spec = spec.strip()
     name, sep, argument = spec.partition(":")
     if name == "synthetic" and sep:

@@ -11,7 +11,8 @@ provides
   is a scalar GLM (also a 2-class linear softmax, where v = (e₁ − e₀) ⊗ (x, 1) and ‖v‖ = √2·‖(x, 1)‖);
 * :func:`minimise_exactly` — full-batch L-BFGS (float64, strong-Wolfe line search) until the gradient norm
   of the perturbed local objective is ≤ the stated tolerance; the norm reached is reported;
-* :func:`normalise_rows` — scale every feature vector to norm ≤ 1 (the theorem's normalisation).
+* :func:`normalise_rows` — scale every feature vector to norm ≤ 1 (the theorem's normalisation; it lives in
+  :mod:`privaudit.data.base` so that ``--dataset-option normalise_rows=true`` applies it to any dataset).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
-from privaudit.data.base import ClientData, FederatedDataset
+from privaudit.data.base import normalise_rows  # noqa: F401 - re-exported: Theorem 6.3's normalisation
 from privaudit.fl.local_training import ExactMinimiser, LocalObjective
 from privaudit.fl.params import State
 
@@ -55,25 +56,6 @@ def glm_feature_norms(model: nn.Module, x: np.ndarray) -> np.ndarray | None:
         bias = 1.0 if linear[0].bias is not None else 0.0
         return math.sqrt(2.0) * np.sqrt(norms**2 + bias)
     return None
-
-
-def normalise_rows(dataset: FederatedDataset) -> FederatedDataset:
-    """A copy of ``dataset`` with every feature vector scaled to ‖x‖ ≤ 1 (divided by the largest norm overall).
-
-    The factor is shrunk by 1e-6 so that the bound survives float32 rounding.
-    """
-    largest = max(
-        float(np.linalg.norm(a.reshape(len(a), -1), axis=1).max()) for c in dataset.clients for a in (c.x_train, c.x_test) if len(a)
-    )
-    factor = (1.0 - 1e-6) / largest if largest > 1 else 1.0
-    clients = [ClientData(c.x_train * factor, c.y_train, c.x_test * factor, c.y_test) for c in dataset.clients]
-    return FederatedDataset(
-        name=f"{dataset.name}|rows≤1",
-        clients=clients,
-        num_classes=dataset.num_classes,
-        input_shape=dataset.input_shape,
-        metadata={**dataset.metadata, "row_scale": factor},
-    )
 
 
 def minimise_exactly(

@@ -46,6 +46,24 @@ def test_private_fedprox_command(capsys, tmp_path):
     assert sorted(TrainedFederation(out).client_releases(2)) == [0, 1, 2, 3]
 
 
+def test_theorem_6_3_setting_from_the_command_line(capsys, tmp_path):
+    """glm-logistic on rows normalised to ‖x‖ ≤ 1 with the exact minimiser: Thm 6.3's assumptions hold on every release;
+    the same run with logistic regression (‖v‖ = √2·‖(x, 1)‖ > 1) records them as failed."""
+    base = ["train", "--algorithm", "upcycled-fedprox", "--mu", "0.5", "--dataset", "synthetic:iid", "--rounds", "4",
+            "--privacy", "objective-perturbation", "--alpha", "20", "--objective-solver", "exact", *TINY]
+    code, stdout, stderr = _run(capsys, *base, "--model", "glm-logistic", "--dataset-option", "normalise_rows=true",
+                                "--out", str(tmp_path / "glm"))
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["privacy_events"] == 8 and summary["invalid_privacy_events"] == 0
+    assert TrainedFederation(tmp_path / "glm").manifest["train_spec"]["dataset_options"]["normalise_rows"] is True
+    code, stdout, stderr = _run(capsys, *base, "--model", "logreg")
+    assert code == 0, stderr and json.loads(stdout)["invalid_privacy_events"] == 8
+    code, _, stderr = _run(capsys, "train", "--algorithm", "fedavg", "--dataset", "digits", "--rounds", "1", "--model",
+                           "glm-logistic", "--quiet")
+    assert code == 2 and "binary model" in stderr
+
+
 def test_list(capsys):
     code, stdout, _ = _run(capsys, "train", "--list")
     assert code == 0
@@ -69,6 +87,8 @@ def test_list(capsys):
         (["--algorithm", "fedavg", "--dataset", "mnist:/nonexistent/root", "--rounds", "1"], "nonexistent"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--model", "resnet999"], "unknown model"),
         (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--dataset-option", "dim"], "KEY=VALUE"),
+        (["--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--dataset-option", "normalise_rows=7"],
+         "normalise_rows takes true or false"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
