@@ -58,6 +58,61 @@ THREAT_MODEL = (
 
 
 # ------------------------------------------------------------------------------------------------
+# the per-round bound that needs no independence between a round's canaries
+# ------------------------------------------------------------------------------------------------
+ONE_RUN_ROUND_VALIDITY = (
+    "valid when a round's canaries are coupled (e.g. by clipping): each round is a one-run audit of its K canaries "
+    "(Steinke, Nasr & Jagielski 2023, whose bound needs no independence between canaries, only a fair coin each), "
+    "at α/T per round (Bonferroni), and any one round's release is a post-processing of the whole transcript"
+)
+
+
+def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, significance: float = 0.05,
+                                   delta: float = 1e-5, claimed_epsilon: float | None = None, power_factor: float = 2.0,
+                                   power_trials: int = 100, power_seed: int = 0) -> LowerBound:
+    """max_t of per-round one-run ε lower bounds (Steinke, Nasr & Jagielski 2023, Thm 3.1), each at α/T.
+
+    Unlike ``gdp-best-round`` it does not treat a round's canaries as independent trials, so it stays valid when
+    the release is not linear in the canaries. Power: T rounds with in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1).
+    """
+    from privaudit.accounting.gaussian import gaussian_mu_for
+    from privaudit.audit.estimators import estimate
+    from privaudit.audit.power import check_power_arguments, monte_carlo_interval
+    from privaudit.audit.results import PowerEstimate
+    from privaudit.audit.scores import check_positive_delta, check_significance
+
+    if not rounds:
+        raise InvalidParameterError("one_run_best_round_lower_bound needs at least one round of scores")
+    significance, delta = check_significance(significance), check_positive_delta(delta, "one-run")
+    share = significance / len(rounds)
+    per_round = [estimate("one-run", i, o, significance=share, delta=delta) for i, o in rounds]
+    best = int(np.argmax([b.epsilon_lb for b in per_round]))
+    power = None
+    if claimed_epsilon is not None:
+        check_power_arguments(claimed_epsilon, power_factor, power_trials)
+        mu_claimed = gaussian_mu_for(claimed_epsilon, delta)
+        mu_round = power_factor * mu_claimed / math.sqrt(len(rounds))
+        rng = np.random.default_rng(power_seed)
+        sizes = [(b.n_in, b.n_out) for b in per_round]
+        refuted = 0
+        for _ in range(power_trials):
+            eps = max(estimate("one-run", rng.normal(mu_round, 1.0, n_in), rng.normal(0.0, 1.0, n_out), significance=share,
+                               delta=delta).epsilon_lb for n_in, n_out in sizes)
+            refuted += int(eps > claimed_epsilon)
+        power = PowerEstimate(refuted / power_trials, float(claimed_epsilon), delta, float(power_factor), mu_claimed,
+                              power_factor * mu_claimed, power_trials, power_seed, monte_carlo_interval(refuted, power_trials),
+                              "simulation: T Gaussian rounds, in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1), per-round sizes; "
+                              "best round's one-run bound")
+    chosen = per_round[best]
+    return replace(chosen, estimator="one-run-best-round", significance=significance, power=power,
+                   ceiling=max(b.ceiling for b in per_round), n_in=sum(b.n_in for b in per_round),
+                   n_out=sum(b.n_out for b in per_round),
+                   details={"rounds": len(rounds), "per_round_significance": share, "best_round_index": best,
+                            "per_round_epsilon_lb": [b.epsilon_lb for b in per_round], "validity": ONE_RUN_ROUND_VALIDITY,
+                            "reference": "Steinke, Nasr & Jagielski 2023 (one run, m canaries); Bonferroni over rounds"})
+
+
+# ------------------------------------------------------------------------------------------------
 # when the composed bound may be used, decided per run
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -353,7 +408,14 @@ def run_gradient_canary_audit(
     best = replace(best, details={**best.details, "valid": not clipped, "canaries_per_round": independent,
                                   "best_round": observations.complete_rounds()[best.details["best_round_index"]]})
     bounds = [composed, best]
-    deciding = [b for b in (best, composed) if b.details["valid"]]
+    if clipped:
+        # the coupled rounds still give a valid bound through the one-run analysis, which needs no independence
+        coupled = one_run_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
+                                                 power_trials=int(power_trials), power_seed=seed)
+        coupled = replace(coupled, details={**coupled.details, "valid": True, "canaries_per_round": independent,
+                                            "best_round": observations.complete_rounds()[coupled.details["best_round_index"]]})
+        bounds.append(coupled)
+    deciding = [b for b in (best, composed, *bounds[2:]) if b.details["valid"]]
 
     evidence = []
     if recorded is not None:
@@ -428,8 +490,8 @@ def run_gradient_canary_audit(
     if clipped:
         notes.append(f"Clipping bound for the canary client in iteration(s) {clipped}: the model was rescaled by a factor "
                      "that depends on how many canaries were in, so a round's canaries are no longer independent trials; "
-                     "both bounds are reported but neither decides the verdict (lower the canary count or magnitude, or "
-                     "audit a run whose models stay inside the clip norm).")
+                     "the GDP bounds are reported but do not decide, and one-run-best-round (at α/2) decides instead: it is "
+                     f"{ONE_RUN_ROUND_VALIDITY}.")
     if len(complete) < len(observations.rounds):
         notes.append(f"{len(observations.rounds) - len(complete)} observed round(s) had canaries on one side only and "
                      "were left out (which depends on the membership bits alone).")

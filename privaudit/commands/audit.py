@@ -220,7 +220,7 @@ def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_
         table.add_column(name)
     for b in result.bounds:
         valid = b.details.get("valid", True)
-        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.details.get('mu_lb', float('nan')):.4g}", f"{b.significance:.3g}",
+        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", ("—" if b.details.get("mu_lb") is None else f"{b.details['mu_lb']:.4g}"), f"{b.significance:.3g}",
                       f"{b.ceiling:.4g}", "—" if b.power is None else f"{b.power.probability:.2f}",
                       "yes" if valid else "no (not used for the verdict)")
     console.print(table)
@@ -237,6 +237,9 @@ def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_
         say(f"the privatizer's own μ for this canary: {target['per_round']:.4g} per round, {target['composed']:.4g} composed "
             f"→ ε = {target['epsilon']:.4g} (what unlimited canaries would find)")
     say(f"composition: {result.composition.statement}")
+    if details.get("rounds_clipped"):
+        say(f"clipping bound in iteration(s) {details['rounds_clipped']}: a round's canaries are coupled, so only the one-run "
+            "bound (no independence needed) decides")
     say(f"threat model: {THREAT_MODEL}")
     say(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}")
     say(f"seconds: {result.seconds:.1f}")

@@ -177,13 +177,29 @@ def test_weak_noise_gives_a_large_bound_and_strong_noise_a_small_one(capsys, tmp
     assert weak["details"]["rounds_clipped"] == []
 
 
-def test_when_clipping_binds_no_bound_decides(capsys, tmp_path, runs):
-    """Clipping rescales the model by a factor that depends on how many canaries are in: the trials are coupled."""
-    data, _ = audit(capsys, tmp_path, runs["clipped"], "--gradient-canaries", "100", "--claimed-epsilon", "1")
-    assert data["details"]["rounds_clipped"] and data["details"]["deciding_estimators"] == []
-    assert all(b["details"]["valid"] is False for b in data["lower_bounds"])
-    assert data["verdict"] != "refuted" and data["refuted_by"] == []
-    assert any("no longer independent trials" in n for n in data["notes"])
+def test_when_clipping_binds_only_the_one_run_bound_decides(capsys, tmp_path, runs):
+    """Clipping rescales the model by a factor that depends on how many canaries are in: the trials are coupled, so
+    the GDP bounds (independent trials) step aside and the one-run bound (no independence needed) decides."""
+    data, out = audit(capsys, tmp_path, runs["clipped"], "--gradient-canaries", "100", "--claimed-epsilon", "1")
+    assert data["details"]["rounds_clipped"] and data["details"]["deciding_estimators"] == ["one-run-best-round"]
+    bounds = {b["estimator"]: b for b in data["lower_bounds"]}
+    assert not bounds["gdp-composed"]["details"]["valid"] and not bounds["gdp-best-round"]["details"]["valid"]
+    one_run = bounds["one-run-best-round"]
+    assert one_run["details"]["valid"] and one_run["significance"] == pytest.approx(0.025)
+    assert 0 <= one_run["epsilon_lb"] <= one_run["ceiling"] and one_run["power"] is not None
+    assert all("gdp" not in r for r in data["refuted_by"])
+    assert any("no longer independent trials" in n for n in data["notes"]) and "only the one-run bound" in out
+
+
+def test_one_run_best_round_null_coverage():
+    """Identical in/out laws in every round: the Bonferroni maximum of per-round one-run bounds stays within α."""
+    from privaudit.audit.gradient_canary_audit import one_run_best_round_lower_bound
+
+    rng = np.random.default_rng(5)
+    repetitions = 100
+    positive = sum(one_run_best_round_lower_bound([(rng.normal(size=30), rng.normal(size=30)) for _ in range(4)],
+                                                  significance=ALPHA).epsilon_lb > 0 for _ in range(repetitions))
+    assert positive / repetitions <= binomial_upper_tolerance(ALPHA, repetitions)
 
 
 @pytest.mark.parametrize(("args", "match"), [
