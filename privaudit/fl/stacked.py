@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-#: ``forward(params, x, generators=None)``: ``generators`` holds one ``torch.Generator`` per lane (random layers).
+#: ``forward(params, x, generators=None, lengths=None)``: one ``torch.Generator`` per lane and each lane's real rows (dropout).
 StackedForward = Callable[..., torch.Tensor]
 
 _ELEMENTWISE_MODULES = (
@@ -126,7 +126,7 @@ def layer_program(model: nn.Module) -> StackedForward:
     except Exception as exc:  # fx raises many kinds of errors on untraceable code
         raise NotStackable(f"fx cannot trace the model: {exc}") from None
     steps: list[tuple[str, Callable[..., torch.Tensor], tuple, dict]] = []
-    random = _LaneGenerators()
+    lane_context = _LaneGenerators()
     placeholder: str | None = None
     output_arg = None
     for node in graph_module.graph.nodes:
@@ -152,13 +152,13 @@ def layer_program(model: nn.Module) -> StackedForward:
                 dim = _shift(module.dim)
                 steps.append((node.name, lambda params, x, _f=fn, _d=dim: _f(x, _d), tuple(node.args), {}))
             elif isinstance(module, nn.Dropout):
-                if module.inplace:
+                if module.inplace and module.p > 0:
                     raise NotStackable("in-place dropout has no stacked form")
 
                 def run_dropout(params, x, _m=module):
                     if not _m.training or _m.p == 0:
                         return x
-                    return _dropout(x, float(_m.p), random.generators, random.lengths)
+                    return _dropout(x, float(_m.p), lane_context.generators, lane_context.lengths)
 
                 steps.append((node.name, run_dropout, tuple(node.args), {}))
             elif isinstance(module, _ELEMENTWISE_MODULES):
@@ -190,14 +190,14 @@ def layer_program(model: nn.Module) -> StackedForward:
 
     def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor, generators: Sequence[torch.Generator] | None = None,
                 lengths: Sequence[int] | None = None) -> torch.Tensor:
-        random.generators, random.lengths = generators, lengths
+        lane_context.generators, lane_context.lengths = generators, lengths
         try:
             env = {placeholder: x}
             for name, fn, args, kwargs in steps:
                 env[name] = fn(params, *resolve(args, env), **{k: resolve(v, env) for k, v in kwargs.items()})
             return env[output_name]
         finally:
-            random.generators = random.lengths = None
+            lane_context.generators = lane_context.lengths = None
 
     return forward
 
