@@ -394,7 +394,7 @@ def run_gradient_canary_audit(
 
     # Treating a round's K canaries as K independent trials needs the release to be linear in the canaries (isotropic
     # noise on orthonormal directions). Clipping rescales the whole model by a factor that depends on how many
-    # canaries are in, which couples the trials; then neither bound may decide (they are still reported).
+    # canaries are in, which couples the trials; then the GDP bounds are only reported and the one-run bound decides.
     clipped = sorted(r for r, norm in recorder.norms.items()
                      if privacy and privacy.get("clip") is not None and norm > float(privacy["clip"]))
     independent = "independent trials" if not clipped else f"NOT independent trials: clipping bound in iteration(s) {clipped}"
