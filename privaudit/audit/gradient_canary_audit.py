@@ -18,6 +18,11 @@ estimators turn them into ε lower bounds, each at α/2:
 * ``gdp-best-round`` — the largest per-round μ_t bound, each at α/(2T) (Bonferroni over the T rounds); valid with no
   composition assumption, since any one round's release is a post-processing of the whole transcript.
 
+Both treat a round's K canaries as independent trials, which holds when the release is linear in the canaries. Where
+clipping bound (the rescaling depends on how many canaries are in), they are reported but do not decide; instead
+``one-run-best-round`` — each round a one-run audit (Steinke, Nasr & Jagielski 2023), which needs no independence
+between canaries, Bonferroni over rounds, at α/2 — decides.
+
 The canary magnitude C defaults to the L2 sensitivity Δ the checkpoint's ledger records for the canary client's
 Gaussian releases, so a round with noise std σ is at most Δ/σ-GDP for the canary *if the accounting holds*: the audit
 tests exactly the ledger's claim. A gradient canary is an adversarial update of norm C (the white-box threat model of
