@@ -32,3 +32,21 @@ def checkpoint_without_recipe(checkpoint, tmp_path):
     manifest["manifest_sha256"] = manifest_digest(manifest)
     (copy / MANIFEST).write_text(json.dumps(manifest))
     return copy
+
+
+def run_audit(capsys, *args):
+    """``privaudit audit ARGS`` through the CLI: (exit code, stdout, stderr)."""
+    from privaudit.cli import main
+
+    code = main(["audit", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_audit_error(capsys, *args, match):
+    """``privaudit audit ARGS`` fails with one ``error:`` line containing ``match`` and exit code 2."""
+    code, _, err = run_audit(capsys, *args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert match in lines[0], lines[0]

@@ -18,7 +18,13 @@ from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import Explicit
 from privaudit.cli import main
 
-from .helpers import binomial_upper_tolerance, checkpoint_without_recipe, deterministic_normal
+from .helpers import (
+    binomial_upper_tolerance,
+    checkpoint_without_recipe,
+    deterministic_normal,
+    one_line_audit_error,
+    run_audit,
+)
 
 torch.set_num_threads(1)
 
@@ -111,14 +117,8 @@ def runs(tmp_path_factory):
             "clipped": _train(root / "clipped", 0.01, clip=0.05)}
 
 
-def run(capsys, *args):
-    code = main(["audit", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def audit(capsys, tmp_path, checkpoint, *extra):
-    code, out, err = run(capsys, "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--power-trials", "20", "--quiet",
+    code, out, err = run_audit(capsys, "--checkpoint", str(checkpoint), "--out", str(tmp_path), "--power-trials", "20", "--quiet",
                          *extra)
     assert code == 0, err
     return json.loads((tmp_path / "gradient-canaries.json").read_text())["data"], out
@@ -216,24 +216,16 @@ def test_one_run_best_round_null_coverage():
     (("--gradient-canaries", "10", "--canary-kind", "ood"), "--canary-kind chooses input canaries"),
 ])
 def test_bad_gradient_canary_input_is_one_line_and_exit_2(capsys, runs, args, match):
-    one_line_error(capsys, "--checkpoint", str(runs["priv"]), *args, match=match)
+    one_line_audit_error(capsys, "--checkpoint", str(runs["priv"]), *args, match=match)
 
 
 def test_bad_gradient_canary_checkpoints(capsys, tmp_path, runs):
-    one_line_error(capsys, "--checkpoint", str(checkpoint_without_recipe(runs["priv"], tmp_path)), "--gradient-canaries", "10",
+    one_line_audit_error(capsys, "--checkpoint", str(checkpoint_without_recipe(runs["priv"], tmp_path)), "--gradient-canaries", "10",
                    match="records no training recipe")
-    one_line_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10",
+    one_line_audit_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10",
                    match="records no privacy mechanism")  # the claim comes first: a run without privacy claims nothing
-    one_line_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10", "--claimed-epsilon", "1",
+    one_line_audit_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10", "--claimed-epsilon", "1",
                    match="give --canary-magnitude C")
-    one_line_error(capsys, "--checkpoint", "/no/such/run", "--gradient-canaries", "10", match="manifest.json is missing")
-    one_line_error(capsys, "--claim", "fedreg-dpsgd-baselines", "--gradient-canaries", "10",
+    one_line_audit_error(capsys, "--checkpoint", "/no/such/run", "--gradient-canaries", "10", match="manifest.json is missing")
+    one_line_audit_error(capsys, "--claim", "fedreg-dpsgd-baselines", "--gradient-canaries", "10",
                    match="apply to --checkpoint audits only")
-
-
-def one_line_error(capsys, *args, match):
-    code, _, err = run(capsys, *args)
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    assert match in lines[0], lines[0]

@@ -7,23 +7,10 @@ import torch
 
 from privaudit.audit.claims import FEDREG_TRAINING
 from privaudit.audit.plan import Requirement
-from privaudit.cli import main
+from tests.audit.helpers import one_line_audit_error as one_line_error
+from tests.audit.helpers import run_audit as run
 
 torch.set_num_threads(1)
-
-
-def run(capsys, *args):
-    code = main(["audit", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(capsys, *args, match):
-    code, _, err = run(capsys, *args)
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), err
-    assert match in lines[0], lines[0]
 
 
 def test_list_shows_every_claim_with_its_status(capsys):
