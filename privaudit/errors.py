@@ -30,3 +30,11 @@ class DataUnavailableError(PrivauditError):
 
 class CheckpointError(PrivauditError):
     """A trained-federation directory is missing, malformed, truncated or tampered with."""
+
+
+class RouteNotApplicable(InvalidParameterError):
+    """An ε lower-bound route was asked about scores it cannot bound validly (wrong mechanism family or design).
+
+    The message says which assumption the route needs and which was declared, e.g. "gdp converts through the
+    Gaussian trade-off curve, valid only for Gaussian-shaped mechanisms; the audited mechanism is 'any'".
+    """

@@ -3,25 +3,33 @@
 Convenience API (numpy/scipy only, no torch)::
 
     from privaudit.audit import epsilon_gdp, Bonferroni, Split
-    result = epsilon_gdp(in_scores, out_scores, significance=0.05, delta=1e-5, claimed_epsilon=1.4)
+    result = epsilon_gdp(in_scores, out_scores, mechanism="gaussian", design="trials", significance=0.05,
+                         delta=1e-5, claimed_epsilon=1.4)
     result.epsilon_lb, result.ceiling, result.power.probability, result.to_dict()
 
-Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``). Threshold and
+Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``, ``one-run-fdp-box``,
+``one-run-paired``); each is valid only for the mechanism families and score designs listed in
+:mod:`privaudit.audit.routes`, and :func:`audit_scores` runs every route that applies. Threshold and
 guess strategies: :mod:`privaudit.audit.strategies`. Attack metrics with bootstrap intervals:
 :func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`;
 the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the gradient-canary audit of a checkpoint,
 :func:`run_gradient_canary_audit` (imports torch only when called).
 """
 
+from privaudit.audit.assumptions import Design, MechanismFamily
 from privaudit.audit.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
 from privaudit.audit.estimators import (
     ESTIMATORS,
+    RouteOutcome,
+    audit_scores,
     default_strategy,
     describe_estimators,
     epsilon_cp,
     epsilon_gdp,
     epsilon_one_run,
     epsilon_one_run_fdp,
+    epsilon_one_run_fdp_box,
+    epsilon_one_run_paired,
     estimate,
 )
 from privaudit.audit.gdp_composition import (
@@ -39,6 +47,7 @@ from privaudit.audit.gradient_canary_audit import (
 from privaudit.audit.metrics import AttackMetrics, attack_metrics
 from privaudit.audit.results import IntervalEstimate, LowerBound, PowerEstimate
 from privaudit.audit.roc import RocCurve, auc, roc_curve, tpr_at_fpr
+from privaudit.audit.routes import ROUTES, Route
 from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import (
     DEFAULT_GDP_FAMILY,
@@ -58,10 +67,12 @@ __all__ = [
     "DEFAULT_GDP_FAMILY",
     "DEFAULT_GUESS_GRID",
     "ESTIMATORS",
+    "ROUTES",
     "AttackMetrics",
     "AuditScores",
     "Bonferroni",
     "CompositionValidity",
+    "Design",
     "Explicit",
     "GdpComposition",
     "GradientCanaryAudit",
@@ -69,15 +80,19 @@ __all__ = [
     "Guesses",
     "IntervalEstimate",
     "LowerBound",
+    "MechanismFamily",
     "MultiSplit",
     "OrderStatistics",
     "PowerEstimate",
     "QuantileGrid",
     "RocCurve",
+    "Route",
+    "RouteOutcome",
     "Split",
     "ThresholdGrid",
     "attack_metrics",
     "auc",
+    "audit_scores",
     "bootstrap_auc",
     "bootstrap_intervals",
     "bootstrap_tpr_at_fpr",
@@ -89,6 +104,8 @@ __all__ = [
     "epsilon_gdp",
     "epsilon_one_run",
     "epsilon_one_run_fdp",
+    "epsilon_one_run_fdp_box",
+    "epsilon_one_run_paired",
     "estimate",
     "gdp_best_round_lower_bound",
     "gdp_rounds_lower_bound",

@@ -1,18 +1,15 @@
 """The estimators by name: each turns in/out scores into a :class:`LowerBound` with its ceiling and power.
 
-==============  ===================================================  ======================================
-name            what it bounds                                       default strategy
-==============  ===================================================  ======================================
-``cp``          (ε, δ) box, δ-aware Clopper–Pearson (§2.2)           Bonferroni over all order statistics
-``gdp``         μ-GDP, converted to (ε, δ) (§2.4)                    Bonferroni over :data:`DEFAULT_GDP_FAMILY`
-``one-run``     (ε, δ) from one training run (§2.5)                  Bonferroni over :data:`DEFAULT_GUESS_GRID`
-``one-run-fdp`` Gaussian f-DP curve through (ε, δ), one run (§2.6)   Bonferroni over :data:`DEFAULT_GUESS_GRID`
-==============  ===================================================  ======================================
+The routes and what each assumes are in :mod:`privaudit.audit.routes`. The caller says what it audits —
+``mechanism`` (``any`` | ``gaussian`` | ``pure``) and ``design`` (``trials`` | ``bernoulli`` | ``fixed``, default:
+the route's own) — and a route whose bound would not be valid under those assumptions is refused with
+:class:`~privaudit.errors.RouteNotApplicable`, never run. :func:`audit_scores` runs every route and lists, for
+each, its bound or the reason it was not run.
 
-(§ = spec ``auditing.md``.) Every estimator validates its inputs here, once; computes the bound; computes
-the ceiling (:mod:`privaudit.audit.ceiling`); and, when a claimed ε is given, the power to refute it if
-the mechanism were ``power_factor``× less private (:mod:`privaudit.audit.power`, by simulation).
-:data:`ESTIMATORS` maps the names to the functions so the CLI and the report can list them.
+Every estimator validates its inputs here, once; computes the bound; computes the ceiling
+(:mod:`privaudit.audit.ceiling`); and, when a claimed ε is given, the power of *this* attack to refute it if the
+mechanism were ``power_factor``× less private (:mod:`privaudit.audit.power`, resampled from the observed scores).
+:data:`ESTIMATORS` maps the names to functions so the CLI and the report can list them.
 """
 
 from __future__ import annotations
@@ -22,91 +19,36 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from privaudit.audit.assumptions import MechanismFamily
 from privaudit.audit.ceiling import ceiling
-from privaudit.audit.clopper_pearson import cp_bound
-from privaudit.audit.gdp import gdp_bound
-from privaudit.audit.one_run import one_run_bound
-from privaudit.audit.one_run_fdp import one_run_fdp_bound
-from privaudit.audit.power import simulated_power
+from privaudit.audit.power import attack_power
 from privaudit.audit.results import LowerBound
+from privaudit.audit.routes import ROUTES, Route, applicable_routes, resolve_assumptions, route
 from privaudit.audit.scores import AuditScores, check_delta, check_positive_delta, check_significance
-from privaudit.audit.strategies import (
-    DEFAULT_GDP_FAMILY,
-    DEFAULT_GUESS_GRID,
-    Bonferroni,
-    MultiSplit,
-    OrderStatistics,
-    Split,
-    Strategy,
-)
+from privaudit.audit.strategies import MultiSplit, Split, Strategy
 from privaudit.errors import InvalidParameterError
 
-Bound = Callable[[AuditScores, float, float, Any, bool], tuple[float, dict[str, Any]]]
 
-
-@dataclass(frozen=True)
-class _Route:
-    name: str
-    bound: Bound
-    default_strategy: Strategy
-    two_sided: bool  # threshold estimators (cp, gdp); they also split each side separately
-    positive_delta: bool
-    reference: str
-
-
-def _one_sided(bound: Callable[[AuditScores, float, float, Any], tuple[float, dict[str, Any]]]) -> Bound:
-    def wrapped(scores: AuditScores, significance: float, delta: float, strategy: Any, two_sided: bool):
-        return bound(scores, significance, delta, strategy)
-
-    return wrapped
-
-
-_ROUTES = {
-    "cp": _Route(
-        "cp", cp_bound, Bonferroni(OrderStatistics()), True, False,
-        "Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; Kairouz, Oh & Viswanath 2015 Thm 2.1",
-    ),
-    "gdp": _Route(
-        "gdp", gdp_bound, Bonferroni(DEFAULT_GDP_FAMILY), True, True,
-        "Nasr et al. 2023 (tight auditing, GDP estimate); Dong, Roth & Su 2022 Cor. 2.13",
-    ),
-    "one-run": _Route(
-        "one-run", _one_sided(one_run_bound), Bonferroni(DEFAULT_GUESS_GRID), False, False,
-        "Steinke, Nasr & Jagielski 2023 (one-run p-value with δ; spec §2.5)",
-    ),
-    "one-run-fdp": _Route(
-        "one-run-fdp", _one_sided(one_run_fdp_bound), Bonferroni(DEFAULT_GUESS_GRID), False, True,
-        "Mahloujifar, Melis & Chaudhuri 2024 (f-DP in one run), Gaussian curve",
-    ),
-}
-
-
-def _ceiling(route: _Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
+def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
     """The perfect attack's bound (:mod:`privaudit.audit.ceiling`); for one-run splits, the best any outcome allows."""
-    if route.name in ("one-run", "one-run-fdp") and isinstance(strategy, (Split, MultiSplit)):
+    if chosen.one_run and isinstance(strategy, (Split, MultiSplit)):
         from privaudit.audit.guess_selection import split_ceiling
         from privaudit.audit.one_run import one_run_epsilon
         from privaudit.audit.one_run_fdp import one_run_fdp_epsilon
 
-        epsilon_of = one_run_epsilon if route.name == "one-run" else one_run_fdp_epsilon
-
         def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
-            return epsilon_of(m, r, v, share, delta, precise=precise)
+            if chosen.name == "one-run":
+                return one_run_epsilon(m, r, v, share, delta, precise=precise)
+            curve = "dp" if chosen.name == "one-run-fdp-box" else "gaussian"
+            return one_run_fdp_epsilon(m, r, v, share, delta, precise=precise, curve=curve)
 
         return split_ceiling(scores.n_in + scores.n_out, strategy, significance, test)
-    return ceiling(bound, scores.n_in, scores.n_out, strategy, stratified_splits=route.two_sided)
+    return ceiling(bound, scores.n_in, scores.n_out, strategy, stratified_splits=chosen.two_sided)
 
 
 def default_strategy(name: str) -> Strategy:
     """The strategy an estimator uses when none is given."""
-    return _route(name).default_strategy
-
-
-def _route(name: str) -> _Route:
-    try:
-        return _ROUTES[name]
-    except KeyError:
-        raise InvalidParameterError(f"unknown estimator {name!r}; choose one of {', '.join(_ROUTES)}") from None
+    return route(name).default_strategy
 
 
 def estimate(
@@ -114,6 +56,8 @@ def estimate(
     in_scores: object,
     out_scores: object,
     *,
+    mechanism: object = MechanismFamily.ANY,
+    design: object | None = None,
     significance: float = 0.05,
     delta: float = 1e-5,
     strategy: Strategy | None = None,
@@ -123,137 +67,131 @@ def estimate(
     power_trials: int = 200,
     power_seed: int = 0,
 ) -> LowerBound:
-    """Run estimator ``name`` (see the module table) and return its bound, ceiling and (optional) power."""
-    route = _route(name)
+    """Run estimator ``name`` (see :mod:`privaudit.audit.routes`) and return its bound, ceiling and (optional) power.
+
+    Raises :class:`~privaudit.errors.RouteNotApplicable` when the route is not valid for ``mechanism`` under
+    ``design``.
+    """
+    chosen = route(name)
+    family, provenance = resolve_assumptions(chosen, mechanism, design)
     scores = AuditScores.of(in_scores, out_scores)
     significance = check_significance(significance)
-    delta = check_positive_delta(delta, name) if route.positive_delta else check_delta(delta)
-    if two_sided and not route.two_sided:
+    delta = check_positive_delta(delta, name) if chosen.positive_delta else check_delta(delta)
+    if two_sided and not chosen.two_sided:
         raise InvalidParameterError(f"{name} is one-sided: it guesses 'in' for high scores; negate the scores instead")
-    strategy = route.default_strategy if strategy is None else strategy
+    strategy = chosen.default_strategy if strategy is None else strategy
 
-    def bound(candidate: AuditScores, chosen: Strategy = strategy) -> float:
-        return route.bound(candidate, significance, delta, chosen, two_sided)[0]
+    def bound(candidate: AuditScores, picked: Strategy = strategy) -> float:
+        return chosen.bound(candidate, significance, delta, picked, two_sided)[0]
 
-    epsilon, details = route.bound(scores, significance, delta, strategy, two_sided)
-    details = dict(details, reference=route.reference)
+    epsilon, details = chosen.bound(scores, significance, delta, strategy, two_sided)
+    details = dict(details, reference=chosen.reference)
     power = None
     if claimed_epsilon is not None:
-        power = simulated_power(
-            bound,
-            claimed_epsilon=claimed_epsilon,
-            delta=delta,
-            n_in=scores.n_in,
-            n_out=scores.n_out,
-            factor=power_factor,
-            trials=power_trials,
-            seed=power_seed,
-        )
+        power = attack_power(bound, scores.in_scores, scores.out_scores, claimed_epsilon=claimed_epsilon, delta=delta,
+                             factor=power_factor, trials=power_trials, seed=power_seed)
     return LowerBound(
         estimator=name,
         epsilon_lb=epsilon,
         significance=significance,
         delta=delta,
         strategy=strategy,
-        ceiling=_ceiling(route, bound, scores, strategy, significance, delta),
+        ceiling=_ceiling(chosen, bound, scores, strategy, significance, delta),
         power=power,
         n_in=scores.n_in,
         n_out=scores.n_out,
         details=details,
+        mechanism=family.value,
+        design=provenance.value,
     )
 
 
-def epsilon_cp(
+@dataclass(frozen=True)
+class RouteOutcome:
+    """One route of :func:`audit_scores`: its bound, or the reason it was not run."""
+
+    route: str
+    bound: LowerBound | None
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"route": self.route, "run": self.bound is not None,
+                               "epsilon_lb": None if self.bound is None else float(self.bound.epsilon_lb)}
+        if self.bound is not None:
+            out["result"] = self.bound.to_dict()
+        else:
+            out["reason"] = self.reason
+        return out
+
+
+def audit_scores(
     in_scores: object,
     out_scores: object,
     *,
+    mechanism: object = MechanismFamily.ANY,
+    design: object = "fixed",
     significance: float = 0.05,
     delta: float = 1e-5,
-    strategy: Strategy | None = None,
-    two_sided: bool = False,
     claimed_epsilon: float | None = None,
     power_factor: float = 2.0,
     power_trials: int = 200,
     power_seed: int = 0,
-) -> LowerBound:
-    """(ε, δ) lower bound by δ-aware Clopper–Pearson (Jagielski et al. 2020; spec §2.2)."""
-    return estimate(
-        "cp", in_scores, out_scores, significance=significance, delta=delta, strategy=strategy,
-        two_sided=two_sided, claimed_epsilon=claimed_epsilon, power_factor=power_factor,
-        power_trials=power_trials, power_seed=power_seed,
-    )
+) -> list[RouteOutcome]:
+    """Every route on the same scores: the applicable ones at α/(number applicable) each, the others with a reason.
+
+    Splitting α over the routes that run keeps the family-wise confidence 1 − α for "the largest bound holds".
+    """
+    reasons = applicable_routes(mechanism, design)
+    scores = AuditScores.of(in_scores, out_scores)
+    significance = check_significance(significance)
+    delta = check_delta(delta)
+    for name, reason in list(reasons.items()):
+        if reason is None and ROUTES[name].positive_delta and delta == 0:
+            reasons[name] = f"{name} needs δ > 0 (its curve has no pure-DP member)"
+    runnable = [name for name, reason in reasons.items() if reason is None]
+    if not runnable:
+        raise InvalidParameterError(f"no route is valid for mechanism {mechanism!s} under design {design!s}")
+    share = significance / len(runnable)
+    outcomes = []
+    for name, reason in reasons.items():
+        if reason is not None:
+            outcomes.append(RouteOutcome(name, None, reason))
+            continue
+        bound = estimate(name, scores.in_scores, scores.out_scores, mechanism=mechanism, design=design,
+                         significance=share, delta=delta, claimed_epsilon=claimed_epsilon, power_factor=power_factor,
+                         power_trials=power_trials, power_seed=power_seed)
+        outcomes.append(RouteOutcome(name, bound, None))
+    return outcomes
 
 
-def epsilon_gdp(
-    in_scores: object,
-    out_scores: object,
-    *,
-    significance: float = 0.05,
-    delta: float = 1e-5,
-    strategy: Strategy | None = None,
-    two_sided: bool = False,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 200,
-    power_seed: int = 0,
-) -> LowerBound:
-    """ε lower bound through a μ-GDP lower bound (Nasr et al. 2023; spec §2.4); needs δ > 0."""
-    return estimate(
-        "gdp", in_scores, out_scores, significance=significance, delta=delta, strategy=strategy,
-        two_sided=two_sided, claimed_epsilon=claimed_epsilon, power_factor=power_factor,
-        power_trials=power_trials, power_seed=power_seed,
-    )
+def _estimator(name: str, doc: str) -> Callable[..., LowerBound]:
+    def run(in_scores: object, out_scores: object, **options: Any) -> LowerBound:
+        return estimate(name, in_scores, out_scores, **options)
+
+    run.__name__ = "epsilon_" + name.replace("-", "_")
+    run.__doc__ = doc
+    return run
 
 
-def epsilon_one_run(
-    in_scores: object,
-    out_scores: object,
-    *,
-    significance: float = 0.05,
-    delta: float = 1e-5,
-    strategy: Strategy | None = None,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 200,
-    power_seed: int = 0,
-) -> LowerBound:
-    """(ε, δ) lower bound from one training run (Steinke, Nasr & Jagielski 2023; spec §2.5)."""
-    return estimate(
-        "one-run", in_scores, out_scores, significance=significance, delta=delta, strategy=strategy,
-        claimed_epsilon=claimed_epsilon, power_factor=power_factor, power_trials=power_trials,
-        power_seed=power_seed,
-    )
-
-
-def epsilon_one_run_fdp(
-    in_scores: object,
-    out_scores: object,
-    *,
-    significance: float = 0.05,
-    delta: float = 1e-5,
-    strategy: Strategy | None = None,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 200,
-    power_seed: int = 0,
-) -> LowerBound:
-    """ε lower bound from one run against the Gaussian f-DP curve through (ε, δ) (Mahloujifar et al. 2024)."""
-    return estimate(
-        "one-run-fdp", in_scores, out_scores, significance=significance, delta=delta, strategy=strategy,
-        claimed_epsilon=claimed_epsilon, power_factor=power_factor, power_trials=power_trials,
-        power_seed=power_seed,
-    )
-
+epsilon_cp = _estimator("cp", "(ε, δ) lower bound by δ-aware Clopper–Pearson (Jagielski et al. 2020); any mechanism, independent trials.")
+epsilon_gdp = _estimator("gdp", "ε lower bound through a μ-GDP lower bound (Nasr et al. 2023); Gaussian-shaped mechanisms, δ > 0.")
+epsilon_one_run = _estimator("one-run", "(ε, δ) lower bound from one training run (Steinke, Nasr & Jagielski 2023); fair-coin canaries.")
+epsilon_one_run_fdp = _estimator(
+    "one-run-fdp", "ε lower bound from one run against the Gaussian f-DP curve (Mahloujifar et al. 2024); Gaussian-shaped mechanisms.")
+epsilon_one_run_fdp_box = _estimator(
+    "one-run-fdp-box", "ε lower bound from one run against the (ε, δ)-DP curve (Mahloujifar et al. 2024); any mechanism.")
+epsilon_one_run_paired = _estimator(
+    "one-run-paired", "ε lower bound from random in/out pairs (Steinke et al. 2023 on pairs); any mechanism, fixed counts.")
 
 #: name → estimator function (all return :class:`LowerBound`).
-ESTIMATORS: Mapping[str, Callable[..., LowerBound]] = MappingProxyType(
-    {
-        "cp": epsilon_cp,
-        "gdp": epsilon_gdp,
-        "one-run": epsilon_one_run,
-        "one-run-fdp": epsilon_one_run_fdp,
-    }
-)
+ESTIMATORS: Mapping[str, Callable[..., LowerBound]] = MappingProxyType({
+    "cp": epsilon_cp,
+    "gdp": epsilon_gdp,
+    "one-run": epsilon_one_run,
+    "one-run-fdp": epsilon_one_run_fdp,
+    "one-run-fdp-box": epsilon_one_run_fdp_box,
+    "one-run-paired": epsilon_one_run_paired,
+})
 
 
 def describe_estimators() -> dict[str, str]:

@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.ceiling import ceiling
 from privaudit.audit.gdp import gdp_bound, mu_to_epsilon
-from privaudit.audit.power import check_power_arguments, monte_carlo_interval
+from privaudit.audit.power import rounds_power
 from privaudit.audit.results import LowerBound, PowerEstimate
 from privaudit.audit.scores import AuditScores, check_positive_delta, check_significance
 from privaudit.audit.strategies import DEFAULT_GDP_FAMILY, Bonferroni, ThresholdStrategy
@@ -80,6 +79,7 @@ class _PerRound:
     ceilings: list[float]
     sizes: list[tuple[int, int]]
     round_mu: Any  # AuditScores -> μ lower bound at α/T
+    observed: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _per_round(rounds: Sequence[tuple[object, object]], significance: float, delta: float,
@@ -94,39 +94,25 @@ def _per_round(rounds: Sequence[tuple[object, object]], significance: float, del
     def round_mu(scores: AuditScores, chosen: ThresholdStrategy = strategy) -> float:
         return gdp_bound(scores, per_round_alpha, delta, chosen)[1]["mu_lb"]
 
-    mus, ceilings, sizes = [], [], []
+    mus, ceilings, sizes, observed = [], [], [], []
     for in_scores, out_scores in rounds:
         scores = AuditScores.of(in_scores, out_scores)
         mus.append(round_mu(scores))
         ceilings.append(ceiling(round_mu, scores.n_in, scores.n_out, strategy, stratified_splits=True))
         sizes.append((scores.n_in, scores.n_out))
-    return _PerRound(significance, delta, strategy, per_round_alpha, mus, ceilings, sizes, round_mu)
+        observed.append((scores.in_scores, scores.out_scores))
+    return _PerRound(significance, delta, strategy, per_round_alpha, mus, ceilings, sizes, round_mu, observed)
 
 
 def _rounds_power(per: _PerRound, combine: Callable[[list[float]], float], claimed_epsilon: float, factor: float,
                   trials: int, seed: int, method: str) -> PowerEstimate:
-    """P[combine(μ_t,lb) → ε > claim] for T Gaussian rounds of equal strength μ_t = factor·μ_claim/√T."""
-    check_power_arguments(claimed_epsilon, factor, trials)
-    mu_claimed = gaussian_mu_for(claimed_epsilon, per.delta)
-    mu_round = factor * mu_claimed / math.sqrt(len(per.sizes))
-    rng = np.random.default_rng(seed)
-    refuted = 0
-    for _ in range(trials):
-        mus = [per.round_mu(AuditScores.trusted(rng.normal(mu_round, 1.0, n_in), rng.normal(0.0, 1.0, n_out)))
-               for n_in, n_out in per.sizes]
-        refuted += int(mu_to_epsilon(combine(mus), per.delta) > claimed_epsilon)
-    return PowerEstimate(
-        probability=refuted / trials,
-        claimed_epsilon=float(claimed_epsilon),
-        delta=per.delta,
-        factor=float(factor),
-        mu_claimed=mu_claimed,
-        mu_alternative=factor * mu_claimed,
-        trials=trials,
-        seed=seed,
-        interval=monte_carlo_interval(refuted, trials),
-        method=method,
-    )
+    """P[combine(μ_t,lb) → ε > claim] with each round's observed scores resampled (:mod:`privaudit.audit.power`)."""
+
+    def bound(rounds: Sequence[AuditScores]) -> float:
+        return mu_to_epsilon(combine([per.round_mu(scores) for scores in rounds]), per.delta)
+
+    return rounds_power(bound, per.observed, claimed_epsilon=claimed_epsilon, delta=per.delta, factor=factor,
+                        trials=trials, seed=seed, method_suffix=f"; {method}")
 
 
 def _bound(estimator: str, per: _PerRound, mu: float, ceiling_mu: float, power: PowerEstimate | None,
@@ -160,16 +146,15 @@ def gdp_rounds_lower_bound(
     """ε lower bound of a whole run from per-round (in_scores, out_scores), each round audited at α/T.
 
     The composed μ is converted to ε at δ. The result's ``details["composition"]`` carries the validity
-    statement, which a report must show with the number. With a ``claimed_epsilon`` the power is simulated
-    for T Gaussian rounds of equal strength, μ_t = factor·μ_claim/√T (same sample sizes per round).
+    statement, which a report must show with the number. With a ``claimed_epsilon`` the power is that of the
+    observed per-round scores, resampled as :mod:`privaudit.audit.power` describes.
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_rounds_lower_bound")
     composition = compose_mu(per.mus)
     power = None
     if claimed_epsilon is not None:
         power = _rounds_power(per, lambda mus: compose_mu(mus).mu_total, claimed_epsilon, power_factor, power_trials,
-                              power_seed, "simulation: T Gaussian rounds, in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1), "
-                                          "per-round sizes")
+                              power_seed, "composed over rounds")
     return _bound("gdp-composed", per, composition.mu_total, compose_mu(per.ceilings).mu_total, power, {
         "composition": composition.to_dict(),
         "reference": "Nasr et al. 2023 (tight auditing, white-box composition); Dong, Roth & Su 2022 Cor. 3.3",
@@ -199,16 +184,14 @@ def gdp_best_round_lower_bound(
     trade-off T_μ; :func:`privaudit.audit.gdp.gdp_bound`). With every round at α/T, all T bounds hold together with
     probability ≥ 1 − α (Bonferroni), so their maximum does too; a round's release is a post-processing of the whole
     run's transcript, so the run is at least max_t μ_t,lb-GDP with no assumption on how rounds compose. Converted to
-    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is simulated for T Gaussian rounds
-    of equal strength μ_t = factor·μ_claim/√T (the same alternative as ``gdp-composed``), same sizes per round.
+    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is that of the observed per-round
+    scores, resampled as :mod:`privaudit.audit.power` describes.
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_best_round_lower_bound")
     best = int(np.argmax(per.mus))
     power = None
     if claimed_epsilon is not None:
-        power = _rounds_power(per, max, claimed_epsilon, power_factor, power_trials, power_seed,
-                              "simulation: T Gaussian rounds, in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1), per-round "
-                              "sizes; best round")
+        power = _rounds_power(per, max, claimed_epsilon, power_factor, power_trials, power_seed, "best round")
     return _bound("gdp-best-round", per, per.mus[best], max(per.ceilings), power, {
         "best_round_index": best,
         "per_round_mu_lb": per.mus,

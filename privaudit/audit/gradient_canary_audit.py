@@ -78,36 +78,28 @@ def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, s
     """max_t of per-round one-run ε lower bounds (Steinke, Nasr & Jagielski 2023, Thm 3.1), each at α/T.
 
     Unlike ``gdp-best-round`` it does not treat a round's canaries as independent trials, so it stays valid when
-    the release is not linear in the canaries. Power: T rounds with in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1).
+    the release is not linear in the canaries. Power: the observed rounds resampled (:mod:`privaudit.audit.power`).
     """
-    from privaudit.accounting.gaussian import gaussian_mu_for
     from privaudit.audit.estimators import estimate
-    from privaudit.audit.power import check_power_arguments, monte_carlo_interval
-    from privaudit.audit.results import PowerEstimate
+    from privaudit.audit.power import rounds_power
     from privaudit.audit.scores import check_positive_delta, check_significance
 
     if not rounds:
         raise InvalidParameterError("one_run_best_round_lower_bound needs at least one round of scores")
     significance, delta = check_significance(significance), check_positive_delta(delta, "one-run")
     share = significance / len(rounds)
-    per_round = [estimate("one-run", i, o, significance=share, delta=delta) for i, o in rounds]
+    per_round = [estimate("one-run", i, o, mechanism="any", design="bernoulli", significance=share, delta=delta)
+                 for i, o in rounds]
     best = int(np.argmax([b.epsilon_lb for b in per_round]))
     power = None
     if claimed_epsilon is not None:
-        check_power_arguments(claimed_epsilon, power_factor, power_trials)
-        mu_claimed = gaussian_mu_for(claimed_epsilon, delta)
-        mu_round = power_factor * mu_claimed / math.sqrt(len(rounds))
-        rng = np.random.default_rng(power_seed)
-        sizes = [(b.n_in, b.n_out) for b in per_round]
-        refuted = 0
-        for _ in range(power_trials):
-            eps = max(estimate("one-run", rng.normal(mu_round, 1.0, n_in), rng.normal(0.0, 1.0, n_out), significance=share,
-                               delta=delta).epsilon_lb for n_in, n_out in sizes)
-            refuted += int(eps > claimed_epsilon)
-        power = PowerEstimate(refuted / power_trials, float(claimed_epsilon), delta, float(power_factor), mu_claimed,
-                              power_factor * mu_claimed, power_trials, power_seed, monte_carlo_interval(refuted, power_trials),
-                              "simulation: T Gaussian rounds, in ~ N(factor·μ_claim/√T, 1), out ~ N(0, 1), per-round sizes; "
-                              "best round's one-run bound")
+        def best_bound(resampled) -> float:
+            return max(estimate("one-run", r.in_scores, r.out_scores, mechanism="any", design="bernoulli",
+                                significance=share, delta=delta).epsilon_lb for r in resampled)
+
+        observed = [(b_in, b_out) for b_in, b_out in rounds]
+        power = rounds_power(best_bound, observed, claimed_epsilon=claimed_epsilon, delta=delta, factor=power_factor,
+                             trials=power_trials, seed=power_seed, method_suffix="; best round's one-run bound")
     chosen = per_round[best]
     return replace(chosen, estimator="one-run-best-round", significance=significance, power=power,
                    ceiling=max(b.ceiling for b in per_round), n_in=sum(b.n_in for b in per_round),

@@ -14,43 +14,41 @@ paper's recursion for the guessing game (its Algorithm for reconstruction-style 
     the claim is falsified iff a + h > r/m
 
 and ε_lb = inf{ε ≥ 0 : not falsified} (:func:`privaudit.audit.epsilon_search.first_unrejected_epsilon`).
-The test refutes "M's trade-off curve is at least the Gaussian one through (ε, δ)"; like the GDP route it
-speaks about a plain (ε, δ) claim only when the claimed mechanism's curve is Gaussian-shaped.
+With ``curve="gaussian"`` the test refutes "M's trade-off curve is at least the Gaussian one through (ε, δ)";
+like the GDP route it speaks about a plain (ε, δ) claim only when the audited mechanism's curve is Gaussian-shaped
+(route ``one-run-fdp``). With ``curve="dp"`` the hypothesis is the (ε, δ)-DP curve itself
+(:func:`privaudit.audit.trade_off.dp_inverse_blow_up`), which every (ε, δ)-DP mechanism satisfies, so the bound is
+valid for any mechanism, and at δ = 0 for pure ε-DP claims (route ``one-run-fdp-box``).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
-
-from scipy import special
 
 from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.epsilon_search import first_unrejected_epsilon
 from privaudit.audit.guess_selection import guess_bound
 from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import GuessStrategy
+from privaudit.audit.trade_off import InverseBlowUp, dp_inverse_blow_up, gaussian_inverse_blow_up
+from privaudit.errors import InvalidParameterError
 
-_SQRT2 = math.sqrt(2.0)
+CURVES = ("gaussian", "dp")
 
 
 def gaussian_blow_up_inverse(x: float, mu: float) -> float:
     """g(x) = Φ(Φ⁻¹(x) − μ), the inverse blow-up of the μ-GDP trade-off curve."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    return 0.5 * math.erfc(-(float(special.ndtri(x)) - mu) / _SQRT2)
+    return gaussian_inverse_blow_up(mu)(x)
 
 
-def fdp_falsified(m: int, r: int, v: int, significance: float, mu: float) -> bool:
-    """True when v correct of r guesses on m canaries falsify μ-GDP at ``significance`` (recursion above)."""
+def curve_falsified(m: int, r: int, v: int, significance: float, g: InverseBlowUp) -> bool:
+    """True when v correct of r guesses on m canaries falsify the curve with inverse blow-up g (recursion above)."""
     if v == 0:
         return False
     a = significance * v / m
     h = significance * (r - v) / m
     for i in range(v - 1, -1, -1):
-        h_next = max(h, gaussian_blow_up_inverse(a, mu))
+        h_next = max(h, g(a))
         if h_next == h:
             break
         a = min(a + (i / (r - i)) * (h_next - h), 1.0)
@@ -58,30 +56,50 @@ def fdp_falsified(m: int, r: int, v: int, significance: float, mu: float) -> boo
     return a + h > r / m
 
 
-def one_run_fdp_epsilon(m: int, r: int, v: int, significance: float, delta: float, *, precise: bool = True) -> float:
-    """ε_lb of the f-DP one-run audit with the Gaussian curve through (ε, δ) (δ > 0).
+def fdp_falsified(m: int, r: int, v: int, significance: float, mu: float) -> bool:
+    """True when v correct of r guesses on m canaries falsify μ-GDP at ``significance``."""
+    return curve_falsified(m, r, v, significance, gaussian_inverse_blow_up(mu))
+
+
+def _inverse_blow_up(curve: str, epsilon: float, delta: float) -> InverseBlowUp:
+    if curve == "gaussian":
+        return gaussian_inverse_blow_up(gaussian_mu_for(epsilon, delta))
+    if curve == "dp":
+        return dp_inverse_blow_up(epsilon, delta)
+    raise InvalidParameterError(f"unknown trade-off curve {curve!r}; choose one of {', '.join(CURVES)}")
+
+
+def one_run_fdp_epsilon(m: int, r: int, v: int, significance: float, delta: float, *, precise: bool = True,
+                        curve: str = "gaussian") -> float:
+    """ε_lb of the f-DP one-run audit against ``curve`` through (ε, δ): ``gaussian`` (δ > 0) or ``dp`` (δ ≥ 0).
 
     ``precise=False`` (coarser, unguarded search) is only for ranking guess counts on selection data.
     """
     if v == 0:
         return 0.0
     return first_unrejected_epsilon(
-        lambda eps: fdp_falsified(m, r, v, significance, gaussian_mu_for(eps, delta)),
+        lambda eps: curve_falsified(m, r, v, significance, _inverse_blow_up(curve, eps, delta)),
         tolerance=1e-6 if precise else 1e-3,
         scan=precise,
     )
 
 
+_CURVE_TEXT = {
+    "gaussian": "Gaussian trade-off through (ε, δ): μ = gaussian_mu_for(ε, δ)",
+    "dp": "(ε, δ)-DP trade-off f_{ε,δ} (Kairouz, Oh & Viswanath 2015), valid for every mechanism",
+}
+
+
 def one_run_fdp_bound(
-    scores: AuditScores, significance: float, delta: float, strategy: GuessStrategy
+    scores: AuditScores, significance: float, delta: float, strategy: GuessStrategy, curve: str = "gaussian"
 ) -> tuple[float, dict[str, Any]]:
-    """ε lower bound of the one-run f-DP audit under ``strategy`` (validated inputs, δ > 0)."""
+    """ε lower bound of the one-run f-DP audit against ``curve`` under ``strategy`` (validated inputs)."""
 
     def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
-        return one_run_fdp_epsilon(m, r, v, share, delta, precise=precise)
+        return one_run_fdp_epsilon(m, r, v, share, delta, precise=precise, curve=curve)
 
     epsilon, details, split_values = guess_bound(scores, strategy, significance, test)
-    details["curve"] = "Gaussian trade-off through (ε, δ): μ = gaussian_mu_for(ε, δ)"
+    details["curve"] = _CURVE_TEXT[curve]
     if split_values:
         details["split_epsilons"] = list(split_values)
     return epsilon, details

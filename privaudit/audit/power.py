@@ -1,28 +1,40 @@
-"""Power: how likely an estimator is to refute a claimed (ε, δ) if the mechanism were N× less private.
+"""Power from the attack that ran: how likely the audit is to refute the claim if the mechanism were less private.
 
-By simulation (not analytically). For δ > 0 the alternative is a Gaussian mechanism with noise ``factor``×
-smaller than the one that is exactly (ε, δ)-DP, so μ = factor·μ_claim with μ_claim from
-:func:`privaudit.accounting.gaussian.gaussian_mu_for`, and its exact scores are in ~ N(μ, 1),
-out ~ N(0, 1) (the likelihood-ratio statistic of the Gaussian mechanism, i.e. the strongest attack on
-it). For a pure claim (δ = 0), where no Gaussian mechanism qualifies, the alternative is the Laplace
-mechanism of sensitivity 1 and scale b = 1/(factor·ε) (exactly (factor·ε)-DP, Dwork & Roth 2014 Thm 3.6):
-in ~ Lap(1, b), out ~ Lap(0, b), whose likelihood ratio is monotone in the output. Each trial draws fresh
-scores with the audit's own sample sizes and runs the audit's own estimator and strategy; "refuted" means
-ε_lb > claimed ε. With ``factor = 1`` the result estimates the false refutation rate at the claim and must
-stay ≤ α (tested for both alternatives).
+A power figure earns "consistent" only if it describes *this* attack. So the alternative is built from the
+observed scores, not from an idealised attack: "the mechanism ``factor``× less private" is modelled as the
+audited mechanism run k times, attacked by summing this attack's scores over the k runs. In each Monte-Carlo
+trial every in-score is the sum of k in-scores drawn with replacement from the observed ones, and every out-score
+the sum of k observed out-scores (same sample sizes, same estimator, same strategy); "refuted" means
+ε_lb > claimed ε.
+
+k is the number of compositions that makes a mechanism ``factor``× less private:
+
+* δ > 0: k = ⌊factor²⌋. k-fold composition of a μ-GDP mechanism is √k·μ-GDP (Dong, Roth & Su 2022 Cor. 3.3), and
+  summing k independent Gaussian-shift scores multiplies their separation by √k exactly, so an attack that is
+  optimal on the audited mechanism stays optimal on the alternative; ε at fixed δ grows about as fast as μ.
+* δ = 0: k = ⌊factor⌋. k-fold composition of an ε-DP mechanism is kε-DP, tight for randomized response.
+
+Rounding down keeps the alternative no further from the claim than ``factor`` asks, so the power is not
+overstated. Consequences that matter for verdicts: an attack whose in- and out-scores have the same distribution
+(no signal) gives sums with the same distribution, so its power is the estimator's false-refutation rate, ≤ α —
+such an attack can never make a claim "consistent". With ``factor = 1`` (k = 1) the figure is the bootstrap
+probability that a re-run of this attack at these sample sizes refutes the claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import stats
 
-from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.results import PowerEstimate
 from privaudit.audit.scores import AuditScores, check_delta
 from privaudit.errors import InvalidParameterError
+
+METHOD = ("resampled from the observed scores: each score the sum of k draws (k = {k} compositions of the audited "
+          "mechanism, {why}); same sample sizes, estimator and strategy")
 
 
 def monte_carlo_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -37,57 +49,71 @@ def check_power_arguments(claimed_epsilon: float, factor: float, trials: int) ->
     """The claim, the alternative's factor and the Monte-Carlo trials of a power simulation, or one clear error."""
     if not claimed_epsilon >= 0 or not np.isfinite(claimed_epsilon):
         raise InvalidParameterError(f"claimed_epsilon must be a finite non-negative number, got {claimed_epsilon}")
-    if not factor > 0 or not np.isfinite(factor):
-        raise InvalidParameterError(f"power factor must be a positive number, got {factor}")
+    if not factor >= 1 or not np.isfinite(factor):
+        raise InvalidParameterError(f"power factor must be a number ≥ 1 (how many times less private), got {factor}")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise InvalidParameterError(f"power trials must be a positive integer, got {trials!r}")
 
 
-def simulated_power(
-    bound: Callable[[AuditScores], float],
+def compositions_for(factor: float, delta: float) -> int:
+    """k: ⌊factor²⌋ compositions for δ > 0 (GDP scaling), ⌊factor⌋ for a pure claim (δ = 0); at least 1."""
+    k = factor * factor if delta > 0 else factor
+    return max(1, math.floor(k + 1e-9))
+
+
+def _composed(rng: np.random.Generator, observed: np.ndarray, size: int, k: int) -> np.ndarray:
+    draws = rng.choice(observed, size=(size, k), replace=True)
+    return draws.sum(axis=1)
+
+
+def rounds_power(
+    bound: Callable[[Sequence[AuditScores]], float],
+    rounds: Sequence[tuple[np.ndarray, np.ndarray]],
     *,
     claimed_epsilon: float,
     delta: float,
-    n_in: int,
-    n_out: int,
     factor: float = 2.0,
     trials: int = 200,
     seed: int = 0,
+    method_suffix: str = "",
 ) -> PowerEstimate:
-    """P[ε_lb > claimed ε] under the alternative ``factor``× less private than the claim (see module docstring).
-
-    ``mu_claimed`` / ``mu_alternative`` are the alternative's shift ÷ noise scale: μ for the Gaussian, ε for the
-    Laplace mechanism.
-    """
+    """P[bound(resampled rounds) > claimed ε] with every round's scores resampled as in the module docstring."""
     delta = check_delta(delta)
     check_power_arguments(claimed_epsilon, factor, trials)
-    pure = delta == 0
-    if pure and claimed_epsilon == 0:
-        raise InvalidParameterError("a pure claim of ε = 0 has no less private Laplace alternative to simulate")
-    mu_claimed = float(claimed_epsilon) if pure else gaussian_mu_for(claimed_epsilon, delta)
-    mu_alternative = factor * mu_claimed
+    k = compositions_for(factor, delta)
+    arrays = [(np.asarray(i, dtype=np.float64), np.asarray(o, dtype=np.float64)) for i, o in rounds]
+    if not arrays:
+        raise InvalidParameterError("power needs at least one round of observed scores")
     rng = np.random.default_rng(seed)
     refuted = 0
     for _ in range(trials):
-        if pure:
-            scale = 1.0 / mu_alternative
-            scores = AuditScores.trusted(rng.laplace(1.0, scale, n_in), rng.laplace(0.0, scale, n_out))
-        else:
-            scores = AuditScores.trusted(rng.normal(mu_alternative, 1.0, n_in), rng.normal(0.0, 1.0, n_out))
-        refuted += int(bound(scores) > claimed_epsilon)
+        resampled = [AuditScores.trusted(_composed(rng, i, i.size, k), _composed(rng, o, o.size, k)) for i, o in arrays]
+        refuted += int(bound(resampled) > claimed_epsilon)
+    why = "ε-DP composes to kε" if delta == 0 else "√k·μ under GDP composition"
     return PowerEstimate(
         probability=refuted / trials,
         claimed_epsilon=float(claimed_epsilon),
         delta=delta,
         factor=float(factor),
-        mu_claimed=mu_claimed,
-        mu_alternative=mu_alternative,
+        compositions=k,
         trials=trials,
         seed=seed,
         interval=monte_carlo_interval(refuted, trials),
-        method=LAPLACE_METHOD if pure else GAUSSIAN_METHOD,
+        method=METHOD.format(k=k, why=why) + method_suffix,
     )
 
 
-GAUSSIAN_METHOD = "simulation: in ~ N(factor·μ_claim, 1), out ~ N(0, 1), same sample sizes and strategy"
-LAPLACE_METHOD = "simulation (pure claim): in ~ Lap(1, 1/(factor·ε)), out ~ Lap(0, 1/(factor·ε)), same sample sizes and strategy"
+def attack_power(
+    bound: Callable[[AuditScores], float],
+    in_scores: np.ndarray,
+    out_scores: np.ndarray,
+    *,
+    claimed_epsilon: float,
+    delta: float,
+    factor: float = 2.0,
+    trials: int = 200,
+    seed: int = 0,
+) -> PowerEstimate:
+    """P[ε_lb > claimed ε] of this attack against a mechanism ``factor``× less private (module docstring)."""
+    return rounds_power(lambda rounds: bound(rounds[0]), [(in_scores, out_scores)], claimed_epsilon=claimed_epsilon,
+                        delta=delta, factor=factor, trials=trials, seed=seed)

@@ -39,26 +39,22 @@ def jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class PowerEstimate:
-    """Probability that the estimator refutes a claimed (ε, δ) when the mechanism is ``factor``× less private.
+    """Probability that the audit refutes a claimed (ε, δ) when the mechanism is ``factor``× less private.
 
-    Computed by simulation: in-scores ~ N(factor·μ_claim, 1) and out-scores ~ N(0, 1), the exact
-    scores of a Gaussian mechanism whose noise is ``factor``× smaller than the one that is exactly
-    (ε, δ)-DP (μ_claim = :func:`~privaudit.accounting.gaussian.gaussian_mu_for`); for a pure claim (δ = 0)
-    a Laplace mechanism of scale 1/(factor·ε) instead (``mu_*`` are then ε and factor·ε; see ``method``).
-    "Refute" means ε_lb > claimed ε. ``interval`` is a two-sided 95% Clopper–Pearson interval for the
-    Monte-Carlo error.
+    Computed from the attack that ran (:mod:`privaudit.audit.power`): the alternative is ``compositions`` runs of
+    the audited mechanism, attacked by summing the observed scores resampled with replacement. "Refute" means
+    ε_lb > claimed ε. ``interval`` is a two-sided 95% Clopper–Pearson interval for the Monte-Carlo error.
     """
 
     probability: float
     claimed_epsilon: float
     delta: float
     factor: float
-    mu_claimed: float
-    mu_alternative: float
+    compositions: int
     trials: int
     seed: int
     interval: tuple[float, float]
-    method: str = "simulation: in ~ N(factor·μ_claim, 1), out ~ N(0, 1), same sample sizes and strategy"
+    method: str = "resampled from the observed scores"
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(dataclasses.asdict(self))
@@ -70,7 +66,9 @@ class LowerBound:
 
     ``ceiling`` is what a perfect attack (no errors) could certify with the same sample sizes,
     significance, δ and strategy — a bound far below the claim means little when the ceiling is low too.
-    ``power`` is filled when a claim was given (see :class:`PowerEstimate`).
+    ``power`` is filled when a claim was given (see :class:`PowerEstimate`). ``mechanism`` and ``design`` are the
+    assumptions the bound is valid under (:mod:`privaudit.audit.assumptions`): the audited mechanism's family and
+    the scores' provenance.
     """
 
     estimator: str
@@ -83,6 +81,8 @@ class LowerBound:
     n_in: int
     n_out: int
     details: Mapping[str, Any] = field(default_factory=dict)
+    mechanism: str = "any"
+    design: str = "trials"
 
     @property
     def confidence(self) -> float:
@@ -100,6 +100,8 @@ class LowerBound:
             "power": None if self.power is None else self.power.to_dict(),
             "n_in": int(self.n_in),
             "n_out": int(self.n_out),
+            "mechanism": self.mechanism,
+            "design": self.design,
             "details": jsonable(dict(self.details)),
         }
 

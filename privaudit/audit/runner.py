@@ -13,7 +13,9 @@ from the audit seed, the claim and the reading, calls the reading's ``analyse``,
 lower bound with its share α/k of the reading's significance (so the reading's family-wise confidence is
 1 − α), with its ceiling and its power against a 2× less private mechanism, and decides the reading's
 verdict with :func:`privaudit.audit.verdict.decide`. The claim's verdict combines its paper and
-implementation readings (:func:`overall_verdict`); validity readings only check the audit itself.
+implementation readings (:func:`overall_verdict`) and names its basis — one verdict per role, e.g. "refuted (as
+implemented), consistent (as stated)" (:func:`verdicts_by_role`, :func:`verdict_basis`), so a reader can tell which
+reading was refuted; validity readings only check the audit itself.
 
 The result is one ``claim-audit`` file per claim, ``<out>/<claim_id>.json`` (:mod:`privaudit.report.results`).
 """
@@ -33,11 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.audit.assumptions import design_of, mechanism_family
 from privaudit.audit.claims import Claim, get_claim
 from privaudit.audit.estimators import estimate
 from privaudit.audit.metrics import attack_metrics
 from privaudit.audit.plan import Analysis, ClaimDetails, PendingPart, Reading, Role
 from privaudit.audit.results import LowerBound, jsonable
+from privaudit.audit.routes import route
 from privaudit.audit.strategies import Explicit
 from privaudit.audit.suites import get_suite
 from privaudit.audit.verdict import Verdict, VerdictResult, decide
@@ -106,6 +110,7 @@ class ReadingOutcome:
     metrics: dict[str, Any] | None
     trials: int
     seconds: float
+    not_run: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         r = self.reading
@@ -117,6 +122,8 @@ class ReadingOutcome:
             "claimed": {"epsilon": r.claimed_epsilon, "delta": r.claimed_delta, "note": r.claim_note},
             "accountant": [{**e.to_dict(), "reading": r.reading_id} for e in self.analysis.evidence],
             "lower_bounds": [{**b.to_dict(), "reading": r.reading_id} for b in self.bounds],
+            "mechanism": r.mechanism,
+            "routes_not_run": list(self.not_run),
             "verdict": self.verdict.verdict.value,
             "reason": self.verdict.reason,
             "refuted_by": list(self.verdict.refuted_by),
@@ -145,10 +152,16 @@ class ClaimAudit:
     settings: AuditSettings | None = None
     seconds: float = 0.0
     path: Path | None = None
+    by_role: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def trials(self) -> int:
         return sum(o.trials for o in self.readings)
+
+    @property
+    def basis(self) -> str:
+        """The verdict with its basis, e.g. ``refuted (as implemented), consistent (as stated)``."""
+        return verdict_basis(self.by_role or verdicts_by_role(self.readings))
 
     def data(self) -> dict[str, Any]:
         readings = [o.to_dict() for o in self.readings]
@@ -157,6 +170,8 @@ class ClaimAudit:
             "accountant": [e for r in readings for e in r["accountant"]],
             "lower_bounds": [b for r in readings for b in r["lower_bounds"]],
             "verdict": self.verdict.value,
+            "verdict_basis": self.basis,
+            "verdicts_by_role": self.by_role or verdicts_by_role(self.readings),
             "reason": self.reason,
             "notes": self.notes,
             "readings": readings,
@@ -188,6 +203,44 @@ def overall_verdict(outcomes: Sequence[ReadingOutcome]) -> tuple[Verdict, str, l
         return Verdict.INCONCLUSIVE, "no paper or implementation reading could run", notes
     open_ = [o for o in decisive if o.verdict.verdict is Verdict.INCONCLUSIVE]
     return Verdict.INCONCLUSIVE, f"{open_[0].reading.reading_id}: {open_[0].verdict.reason}", notes
+
+
+#: How each role reads in a verdict's basis: the paper's claim as stated, as implemented, and the audit's own check.
+ROLE_BASIS = {Role.IMPLEMENTATION: "as implemented", Role.PAPER: "as stated", Role.VALIDITY: "validity check"}
+
+
+def verdicts_by_role(outcomes: Sequence[ReadingOutcome]) -> dict[str, dict[str, Any]]:
+    """One verdict per role, so a reader can tell *which* reading of the claim was refuted.
+
+    ``{"implementation": {"verdict", "basis": "as implemented", "reason", "readings": {id: verdict}}, "paper": …,
+    "validity": …}`` — only the roles that have readings, implementation first. Within a role the rule of
+    :func:`overall_verdict` applies (refuted if any reading is; consistent if all are; else inconclusive); for
+    validity readings "consistent" means the check passed.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for role in ROLE_BASIS:
+        group = [o for o in outcomes if o.reading.role is role]
+        if not group:
+            continue
+        refuted = [o for o in group if o.verdict.verdict is Verdict.REFUTED]
+        if refuted:
+            verdict, head = Verdict.REFUTED, refuted[0]
+        elif all(o.verdict.verdict is Verdict.CONSISTENT for o in group):
+            verdict, head = Verdict.CONSISTENT, group[0]
+        else:
+            verdict, head = Verdict.INCONCLUSIVE, next(o for o in group if o.verdict.verdict is Verdict.INCONCLUSIVE)
+        reason = f"{head.reading.reading_id}: {head.verdict.reason}"
+        if len(group) > 1:
+            reason += f" (readings: {', '.join(f'{o.reading.reading_id} {o.verdict.verdict.value}' for o in group)})"
+        out[role.value] = {"verdict": verdict.value, "basis": ROLE_BASIS[role], "reason": reason,
+                           "readings": {o.reading.reading_id: o.verdict.verdict.value for o in group}}
+    return out
+
+
+def verdict_basis(by_role: dict[str, dict[str, Any]]) -> str:
+    """``refuted (as implemented), consistent (as stated)`` — the claim's verdict per basis (validity checks aside)."""
+    parts = [f"{v['verdict']} ({v['basis']})" for role, v in by_role.items() if role != Role.VALIDITY.value]
+    return ", ".join(parts) or "no paper or implementation reading ran"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -231,16 +284,26 @@ def _pilot_threshold(in_scores: np.ndarray, out_scores: np.ndarray) -> float:
     return float((np.median(in_scores) + np.median(out_scores)) / 2.0)
 
 
-def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings, power_seed: int) -> list[LowerBound]:
+def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings,
+            power_seed: int) -> tuple[list[LowerBound], list[dict[str, str]]]:
+    """The reading's bounds, and the estimators not run because their bound would not be valid for the reading.
+
+    α is split over every estimator the reading names, run or not, so skipping one never raises another's share.
+    """
     if analysis.in_scores is None or analysis.out_scores is None:
-        return []
+        return [], []
     if not reading.estimators:
         raise InvalidParameterError(f"reading {reading.reading_id} produced attack scores but names no estimator")
     share = float(settings.significance) / len(reading.estimators)
     claimed = reading.claimed_epsilon
     power_claim = claimed if math.isfinite(claimed) and claimed > 0 else None
-    bounds = []
+    bounds, not_run = [], []
     for choice in reading.estimators:
+        why = route(choice.name).not_applicable(mechanism_family(reading.mechanism),
+                                                design_of(reading.design or route(choice.name).designs[0]))
+        if why is not None:
+            not_run.append({"estimator": choice.name, "reason": why})
+            continue
         in_s, out_s = analysis.in_scores, analysis.out_scores
         strategy = choice.strategy
         details: dict[str, Any] = {}
@@ -252,13 +315,14 @@ def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings, power
             in_s, out_s = in_s[k:], out_s[k:]
             strategy = Explicit(threshold)
             details = {"pilot_trials": k, "threshold_from_pilot": threshold}
-        bound = estimate(choice.name, in_s, out_s, significance=share, delta=reading.claimed_delta, strategy=strategy,
+        bound = estimate(choice.name, in_s, out_s, mechanism=reading.mechanism, design=reading.design,
+                         significance=share, delta=reading.claimed_delta, strategy=strategy,
                          claimed_epsilon=power_claim, power_factor=settings.power_factor,
                          power_trials=int(settings.power_trials), power_seed=power_seed)
         if details:
             bound = replace(bound, details={**bound.details, **details})
         bounds.append(bound)
-    return bounds
+    return bounds, not_run
 
 
 def _fmt(x: float) -> str:
@@ -330,12 +394,13 @@ def run_reading(claim: Claim, reading: Reading, settings: AuditSettings) -> Read
     analysis = reading.analyse(results)
     if analysis.claimed_epsilon is not None:
         reading = replace(reading, claimed_epsilon=float(analysis.claimed_epsilon))
-    bounds = _bounds(reading, analysis, settings, power_seed=base_seed)
+    bounds, not_run = _bounds(reading, analysis, settings, power_seed=base_seed)
     verdict = decide(reading.claimed_epsilon, reading.claimed_delta, bounds, analysis.evidence, min_power=settings.min_power)
     if verdict.verdict is Verdict.INCONCLUSIVE and not bounds:
         verdict = replace(verdict, reason=f"{verdict.reason}; {_accounting_bracket(analysis, reading.claimed_epsilon)}")
     metrics = _metrics(analysis, settings, base_seed)
-    return ReadingOutcome(reading, analysis, bounds, verdict, metrics, len(results), time.perf_counter() - started)
+    return ReadingOutcome(reading, analysis, bounds, verdict, metrics, len(results), time.perf_counter() - started,
+                          not_run)
 
 
 def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: Any) -> ClaimAudit:
@@ -363,7 +428,7 @@ def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: A
             outcomes.append(run_reading(claim, part, settings))
     verdict, reason, validity_notes = overall_verdict(outcomes)
     audit = ClaimAudit(claim, outcomes, pending, details, verdict, reason, [*notes, *validity_notes], settings,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, by_role=verdicts_by_role(outcomes))
     if settings.out is not None:
         audit.path = write_claim_result(audit, settings.out / f"{claim.claim_id}.json")
     return audit
@@ -376,7 +441,7 @@ def write_claim_result(audit: ClaimAudit, path: Path) -> Path:
     config = {"claim_id": audit.claim.claim_id, "trials_per_reading": s.trials or audit.claim.default_trials,
               "significance": s.significance, "seed": s.seed, "executor": s.executor, "workers": s.workers,
               "power_trials": s.power_trials, "power_factor": s.power_factor, "min_power": s.min_power}
-    title = f"{audit.claim.claim_id}: {audit.verdict.value}"
+    title = f"{audit.claim.claim_id}: {audit.basis}"
     result = make_result("claim-audit", title, audit.data(), config, seed=s.seed)
     return write_result(path, result)
 

@@ -50,3 +50,8 @@ def one_line_audit_error(capsys, *args, match):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     assert match in lines[0], lines[0]
+
+
+def family(name: str) -> str:
+    """The mechanism family under which route ``name`` may run on these tests' Gaussian-shift scores."""
+    return "gaussian" if name in ("gdp", "one-run-fdp") else "any"

@@ -28,13 +28,13 @@ from privaudit.audit.scores import AuditScores
 from privaudit.audit.threshold_selection import multi_split_index
 from privaudit.errors import InvalidParameterError
 
-from .helpers import deterministic_normal
+from .helpers import deterministic_normal, family
 
 IN, OUT = deterministic_normal(1.5, 800), deterministic_normal(0.0, 700)
 
 
-def test_registry_lists_the_four_estimators_with_descriptions():
-    assert list(ESTIMATORS) == ["cp", "gdp", "one-run", "one-run-fdp"]
+def test_registry_lists_the_estimators_with_descriptions():
+    assert list(ESTIMATORS) == ["cp", "gdp", "one-run", "one-run-fdp", "one-run-fdp-box", "one-run-paired"]
     descriptions = describe_estimators()
     assert all(descriptions[name] for name in ESTIMATORS)
     with pytest.raises(InvalidParameterError, match="unknown estimator"):
@@ -54,7 +54,7 @@ def test_default_strategies():
     [("cp", cp_bound), ("gdp", gdp_bound), ("one-run", one_run_bound), ("one-run-fdp", one_run_fdp_bound)],
 )
 def test_each_registered_function_reports_its_bound_ceiling_and_sizes(name, bound):
-    result = ESTIMATORS[name](IN, OUT, significance=0.05, delta=1e-5)
+    result = ESTIMATORS[name](IN, OUT, mechanism=family(name), significance=0.05, delta=1e-5)
     scores = AuditScores.of(IN, OUT)
     args = (scores, 0.05, 1e-5, default_strategy(name)) + ((False,) if name in ("cp", "gdp") else ())
     assert result.epsilon_lb == bound(*args)[0]
@@ -84,13 +84,13 @@ def test_to_dict_keeps_infinities_as_floats():
 )
 def test_strategies_of_the_wrong_kind_are_rejected(name, strategy):
     with pytest.raises(InvalidParameterError):
-        estimate(name, IN, OUT, strategy=strategy)
+        estimate(name, IN, OUT, mechanism=family(name), strategy=strategy)
 
 
 def test_multi_split_reports_the_ceil_half_largest_split_bound():
     assert multi_split_index(21) == 10 and multi_split_index(20) == 9 and multi_split_index(1) == 0
     for name in ("cp", "gdp", "one-run"):
-        result = estimate(name, IN, OUT, strategy=MultiSplit(6, seed=4))
+        result = estimate(name, IN, OUT, mechanism=family(name), strategy=MultiSplit(6, seed=4))
         splits = sorted(result.details["split_epsilons" if name != "gdp" else "split_mus"], reverse=True)
         assert len(splits) == 6
         if name == "gdp":
@@ -102,8 +102,8 @@ def test_multi_split_reports_the_ceil_half_largest_split_bound():
 
 @pytest.mark.parametrize("name", ["cp", "gdp", "one-run", "one-run-fdp"])
 def test_split_is_reproducible_from_its_seed(name):
-    first = estimate(name, IN, OUT, strategy=Split(0.5, seed=9))
-    second = estimate(name, IN, OUT, strategy=Split(0.5, seed=9))
+    first = estimate(name, IN, OUT, mechanism=family(name), strategy=Split(0.5, seed=9))
+    second = estimate(name, IN, OUT, mechanism=family(name), strategy=Split(0.5, seed=9))
     assert first.epsilon_lb == second.epsilon_lb and first.details == second.details
     assert first.ceiling >= first.epsilon_lb
 
@@ -117,4 +117,4 @@ def test_split_bounds_on_held_out_scores_only():
 @pytest.mark.parametrize("name", ["cp", "gdp"])
 def test_threshold_splits_need_two_scores_per_side(name):
     with pytest.raises(InvalidParameterError, match="split needs at least 2"):
-        estimate(name, [1.0], [0.0, 1.0], strategy=Split())
+        estimate(name, [1.0], [0.0, 1.0], mechanism=family(name), strategy=Split())

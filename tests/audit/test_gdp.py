@@ -50,9 +50,9 @@ def test_explicit_threshold_mu_by_hand(threshold):
 def test_low_in_scores_are_never_evidence_one_sided():
     """Regression for the jax-privacy ≤ 2.0.0 bug (spec §5.4): |μ| of a negative forward value is not a bound."""
     low_in, out = deterministic_normal(-3.0, 2000), deterministic_normal(0.0, 2000)
-    one_sided = epsilon_gdp(low_in, out)
+    one_sided = epsilon_gdp(low_in, out, mechanism="gaussian")
     assert one_sided.epsilon_lb == 0.0 and one_sided.details["mu_lb"] == 0.0
-    two_sided = epsilon_gdp(low_in, out, two_sided=True)
+    two_sided = epsilon_gdp(low_in, out, mechanism="gaussian", two_sided=True)
     assert two_sided.details["direction"] == "in-scores low"
     assert two_sided.epsilon_lb > 5.0
 
@@ -65,7 +65,7 @@ def test_default_family_spends_half_of_alpha_at_the_median_out_score():
 
 def test_gdp_needs_positive_delta():
     with pytest.raises(InvalidParameterError, match="delta > 0"):
-        epsilon_gdp([1.0, 2.0], [0.0, 1.0], delta=0.0)
+        epsilon_gdp([1.0, 2.0], [0.0, 1.0], mechanism="gaussian", delta=0.0)
 
 
 def test_compose_mu_and_its_validity_statement():
@@ -84,7 +84,7 @@ def test_compose_mu_and_its_validity_statement():
 def test_single_round_composition_equals_the_gdp_route():
     in_scores, out_scores = deterministic_normal(1.0, 2000), deterministic_normal(0.0, 2000)
     composed = gdp_rounds_lower_bound([(in_scores, out_scores)])
-    direct = epsilon_gdp(in_scores, out_scores)
+    direct = epsilon_gdp(in_scores, out_scores, mechanism="gaussian")
     assert composed.epsilon_lb == pytest.approx(direct.epsilon_lb)
     assert composed.ceiling == pytest.approx(direct.ceiling)
 

@@ -18,7 +18,7 @@ from privaudit.audit.estimators import default_strategy
 from privaudit.audit.gdp import gdp_bound, gdp_statistic
 from privaudit.audit.one_run import one_run_bound
 from privaudit.audit.one_run_fdp import one_run_fdp_bound
-from privaudit.audit.power import simulated_power
+from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import (
     DEFAULT_GDP_FAMILY,
@@ -154,6 +154,12 @@ def test_the_check_catches_a_threshold_tuned_on_the_same_scores():
     assert _rate_of(uncorrected_mu, Bonferroni(OrderStatistics())) > binomial_upper_tolerance(ALPHA, 300)
 
 
+def _refutation_rate(bound, sample, claimed: float, repetitions: int, seed: int) -> float:
+    """Fraction of repetitions in which ``bound`` on freshly sampled scores exceeds ``claimed``."""
+    rng = np.random.default_rng(seed)
+    return sum(bound(AuditScores.of(*sample(rng))) > claimed for _ in range(repetitions)) / repetitions
+
+
 @pytest.mark.parametrize(
     ("estimator", "n_per_side", "repetitions"),
     [("cp", 500, 200), ("gdp", 500, 300), ("one-run", 500, 150), ("one-run-fdp", 500, 100)],
@@ -168,8 +174,10 @@ def test_coverage_at_a_true_claim(estimator, n_per_side, repetitions):
             return bounds[estimator](scores, ALPHA, 1e-5, strategy, False)[0]
         return bounds[estimator](scores, ALPHA, 1e-5, strategy)[0]
 
-    power = simulated_power(bound, claimed_epsilon=2.0, delta=1e-5, n_in=n_per_side, n_out=n_per_side, factor=1.0, trials=repetitions, seed=3)
-    assert power.probability <= binomial_upper_tolerance(ALPHA, repetitions), power
+    mu = gaussian_mu_for(2.0, 1e-5)
+    rate = _refutation_rate(bound, lambda rng: (rng.normal(mu, 1.0, n_per_side), rng.normal(0.0, 1.0, n_per_side)),
+                            2.0, repetitions, seed=3)
+    assert rate <= binomial_upper_tolerance(ALPHA, repetitions), rate
 
 
 def test_coverage_at_a_true_pure_claim():
@@ -179,8 +187,8 @@ def test_coverage_at_a_true_pure_claim():
     def bound(scores: AuditScores) -> float:
         return cp_bound(scores, ALPHA, 0.0, strategy, False)[0]
 
-    power = simulated_power(bound, claimed_epsilon=1.0, delta=0.0, n_in=500, n_out=500, factor=1.0, trials=200, seed=4)
-    assert power.probability <= binomial_upper_tolerance(ALPHA, 200), power
+    rate = _refutation_rate(bound, lambda rng: (rng.laplace(1.0, 1.0, 500), rng.laplace(0.0, 1.0, 500)), 1.0, 200, seed=4)
+    assert rate <= binomial_upper_tolerance(ALPHA, 200), rate
 
 
 @pytest.mark.parametrize("rounds", [1, 4])
@@ -201,7 +209,11 @@ def test_coverage_of_the_composed_bound_at_a_true_claim():
     """T Gaussian rounds that compose exactly to (ε = 2, δ = 1e-5) must be refuted in at most a fraction α of runs."""
     from privaudit.audit.gdp_composition import gdp_rounds_lower_bound
 
-    sizes = [(300, 300)] * 4
-    power = gdp_rounds_lower_bound([(np.zeros(n), np.zeros(m)) for n, m in sizes], significance=ALPHA, delta=1e-5,
-                                   claimed_epsilon=2.0, power_factor=1.0, power_trials=100, power_seed=9).power
-    assert power is not None and power.probability <= binomial_upper_tolerance(ALPHA, 100), power
+    rounds, n, repetitions = 4, 300, 100
+    mu_round = gaussian_mu_for(2.0, 1e-5) / np.sqrt(rounds)
+    rng = np.random.default_rng(9)
+    refuted = sum(
+        gdp_rounds_lower_bound([(rng.normal(mu_round, 1.0, n), rng.normal(0.0, 1.0, n)) for _ in range(rounds)],
+                               significance=ALPHA, delta=1e-5).epsilon_lb > 2.0
+        for _ in range(repetitions))
+    assert refuted / repetitions <= binomial_upper_tolerance(ALPHA, repetitions)

@@ -123,4 +123,4 @@ def test_fdp_falsification_is_harder_for_less_private_claims():
 
 def test_fdp_needs_positive_delta():
     with pytest.raises(InvalidParameterError, match="delta > 0"):
-        epsilon_one_run_fdp([1.0, 2.0], [0.0, 1.0], delta=0.0)
+        epsilon_one_run_fdp([1.0, 2.0], [0.0, 1.0], mechanism="gaussian", delta=0.0)

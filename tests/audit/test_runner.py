@@ -30,6 +30,7 @@ def scores_only(results):
 
 
 def gaussian_reading(mu=3.0, count=200, claimed=1.0, estimators=(EstimatorChoice("cp"), EstimatorChoice("gdp")), **kw):
+    kw.setdefault("mechanism", "gaussian")
     return Reading("synthetic", "synthetic Gaussian", Role.PAPER, "in ~ N(μ, 1), out ~ N(0, 1)", claimed, 1e-5,
                    scores_only, trials=TrialPlan(gaussian_trial, {"mu": mu}, count, "synthetic"), estimators=estimators, **kw)
 
@@ -45,6 +46,16 @@ def test_alpha_is_split_over_the_estimators_and_a_strong_attack_refutes():
     assert outcome.metrics["auc"]["estimate"] > 0.9 and len(outcome.metrics["roc"]["fpr"]) <= 256
     record = outcome.to_dict()
     assert record["lower_bounds"][0]["reading"] == "synthetic" and record["attack"] is None
+
+
+def test_a_route_invalid_for_the_reading_is_not_run_and_says_why():
+    """gdp converts through the Gaussian curve: on a reading of 'any' mechanism it is listed, not run; α stays split."""
+    outcome = run_reading(CLAIM, gaussian_reading(mechanism="any"), settings(significance=0.1))
+    assert [b.estimator for b in outcome.bounds] == ["cp"] and outcome.bounds[0].significance == pytest.approx(0.05)
+    record = outcome.to_dict()
+    assert record["mechanism"] == "any"
+    assert [r["estimator"] for r in record["routes_not_run"]] == ["gdp"]
+    assert "Gaussian-shaped" in record["routes_not_run"][0]["reason"]
 
 
 def test_null_attack_is_not_refuted():
@@ -103,6 +114,25 @@ def test_overall_verdict_rules():
     assert mixed is Verdict.INCONCLUSIVE
     verdict, _, notes = overall_verdict([_outcome(Role.VALIDITY, Verdict.REFUTED), _outcome(Role.PAPER, Verdict.CONSISTENT)])
     assert verdict is Verdict.CONSISTENT and notes and notes[0].startswith("validity check failed")
+
+
+def test_the_claim_verdict_names_its_basis():
+    from privaudit.audit.runner import verdict_basis, verdicts_by_role
+
+    outcomes = [_outcome(Role.PAPER, Verdict.CONSISTENT), _outcome(Role.IMPLEMENTATION, Verdict.REFUTED),
+                _outcome(Role.VALIDITY, Verdict.CONSISTENT)]
+    by_role = verdicts_by_role(outcomes)
+    assert list(by_role) == ["implementation", "paper", "validity"]
+    assert by_role["implementation"] == {"verdict": "refuted", "basis": "as implemented",
+                                         "reason": "implementation-refuted: because refuted",
+                                         "readings": {"implementation-refuted": "refuted"}}
+    assert verdict_basis(by_role) == "refuted (as implemented), consistent (as stated)"  # validity checks aside
+    # within a basis: refuted if any reading is, consistent only if all are, and the reason lists the readings
+    mixed = verdicts_by_role([_outcome(Role.PAPER, Verdict.CONSISTENT), _outcome(Role.PAPER, Verdict.INCONCLUSIVE)])
+    assert mixed["paper"]["verdict"] == "inconclusive" and mixed["paper"]["reason"].startswith("paper-inconclusive")
+    assert "paper-consistent consistent" in mixed["paper"]["reason"]
+    assert verdict_basis(verdicts_by_role([_outcome(Role.VALIDITY, Verdict.CONSISTENT)])) == \
+        "no paper or implementation reading ran"
 
 
 @pytest.mark.parametrize("bad", [{"trials": 0}, {"trials": -3}, {"significance": 1.5}, {"executor": "threads"},

@@ -19,7 +19,7 @@ def gaussian_scores(mu, n=4000, seed=0):
 def test_attack_refutes_a_four_times_noise_bug():
     # spec auditing.md §5.3: noise 4× too small against a (1.4, 1e-3) claim: μ ≈ 4·0.515
     ins, outs = gaussian_scores(4 * 0.515)
-    lb = epsilon_gdp(ins, outs, significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=50)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=50)
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.REFUTED and res.refuted_by == ("attack:gdp",)
     assert "family-wise confidence 0.95" in res.reason
@@ -55,21 +55,21 @@ def test_certified_upper_bound_under_valid_assumptions_is_consistent():
 
 def test_powerful_attack_that_finds_nothing_is_consistent_not_proof():
     ins, outs = gaussian_scores(0.515, n=20000, seed=3)  # a mechanism exactly at the claim
-    lb = epsilon_gdp(ins, outs, significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=4.0, power_trials=40)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=4.0, power_trials=40)
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.CONSISTENT and "not a proof of privacy" in res.reason
 
 
 def test_weak_attack_is_inconclusive_with_reason():
     ins, outs = gaussian_scores(0.2, n=50, seed=1)
-    lb = epsilon_gdp(ins, outs, significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=1.2, power_trials=40)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=1.2, power_trials=40)
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.INCONCLUSIVE and "power" in res.reason
 
 
 def test_bounds_at_another_delta_are_ignored():
     ins, outs = gaussian_scores(4 * 0.515)
-    lb = epsilon_gdp(ins, outs, significance=0.05, delta=1e-5)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=1e-5)
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.INCONCLUSIVE and any("not the claimed" in n for n in res.notes)
 
