@@ -34,6 +34,8 @@ Designs (how the in/out scores came about):
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from enum import Enum
 
 from privaudit.errors import InvalidParameterError
@@ -80,3 +82,24 @@ def design_of(value: object) -> Design:
     except ValueError:
         raise InvalidParameterError(
             f"unknown design {value!r}; choose one of {', '.join(d.value for d in Design)}") from None
+
+
+def family_of_mechanisms(mechanisms: Sequence[object]) -> tuple[MechanismFamily, str]:
+    """The family of a run whose releases are ``mechanisms`` (ledger events' mechanisms), with the reason.
+
+    Gaussian releases without subsampling (a :class:`~privaudit.accounting.mechanisms.Gaussian`, or a subsampled one
+    at rate 1) compose to a Gaussian trade-off curve (Dong, Roth & Su 2022 Cor. 3.3): ``gaussian``. Finite pure-DP
+    releases (Laplace, closed-form ε-DP): ``pure``. Anything else — subsampling (a Gaussian mixture, not G_μ),
+    Skellam, releases without a guarantee, a mix of kinds, or nothing recorded — is ``any``.
+    """
+    from privaudit.accounting.mechanisms import Gaussian, Laplace, PureDP, SubsampledGaussian
+
+    if not mechanisms:
+        return MechanismFamily.ANY, "the run records no privacy mechanism"
+    if all(isinstance(m, Gaussian) or (isinstance(m, SubsampledGaussian) and m.sample_rate >= 1.0) for m in mechanisms):
+        return MechanismFamily.GAUSSIAN, "every release is a Gaussian mechanism without subsampling"
+    if all(isinstance(m, Laplace) or (isinstance(m, PureDP) and math.isfinite(m.epsilon)) for m in mechanisms):
+        return MechanismFamily.PURE, "every release is pure ε-DP (Laplace or a closed-form ε-DP release)"
+    kinds = sorted({type(m).__name__ for m in mechanisms})
+    return MechanismFamily.ANY, (f"the releases ({', '.join(kinds)}) are not all un-subsampled Gaussian or pure DP, so only "
+                                 "routes valid for every mechanism apply")

@@ -7,7 +7,9 @@ Mahloujifar et al. 2024, §2.6). A checkpoint's own run holds no canaries, so th
 checkpoint's recipe (its manifest's ``train_spec``: same data, algorithm, privacy mechanism and seed) once with
 m input canaries inserted (:mod:`privaudit.fl.canaries.inputs`), scores them on the final global model with a
 black-box membership signal (:func:`attacks.membership.score_input_canaries`, LOSS by default), and bounds ε
-with ``one-run`` and ``one-run-fdp`` at α/2 each.
+with ``one-run`` and an f-DP one-run route at α/2 each: ``one-run-fdp`` (Gaussian curve) when the run's ledger shows
+Gaussian releases without subsampling, else ``one-run-fdp-box`` (the (ε, δ)-DP curve, valid for any mechanism;
+objective perturbation, for example, is pure ε-DP and Laplace-like, where the Gaussian curve would over-claim).
 
 The claim audited is the checkpoint's own accounting (its ledger's largest per-client ε at δ) unless
 ``claimed_epsilon`` is given. Caveats the report states: the one-run bound's 2mδ term makes it vacuous for
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privaudit.audit.assumptions import MechanismFamily, family_of_mechanisms
 from privaudit.audit.estimators import estimate
 from privaudit.audit.metrics import attack_metrics
 from privaudit.audit.results import LowerBound
@@ -97,13 +100,26 @@ def _claimed(checkpoint: Path, delta: float, accountant: str) -> tuple[float, An
     from privaudit.fl.checkpoint import read_ledger
 
     ledger = read_ledger(checkpoint)
-    if not ledger.events:
+    if not any(e.has_guarantee for e in ledger.events):  # no events, or only non-private releases (ε = ∞)
         raise InvalidParameterError(f"{checkpoint} records no privacy mechanism, so there is no claim to audit; "
                                     "give --claimed-epsilon")
     summary = ledger.summary(delta, accountant)
     if not math.isfinite(summary.max_epsilon):
         raise InvalidParameterError(f"{checkpoint}'s ledger gives ε = ∞ at δ = {delta:g}; give --claimed-epsilon")
     return summary.max_epsilon, summary
+
+
+def run_mechanism_family(checkpoint: Path) -> tuple[MechanismFamily, str]:
+    """The mechanism family of a trained run, from its ledger (:func:`privaudit.audit.assumptions.family_of_mechanisms`).
+
+    A run with an invalid event (e.g. a clip bound that depends on the data) is ``any``: its noise scale is not fixed.
+    """
+    from privaudit.fl.checkpoint import read_ledger
+
+    events = read_ledger(checkpoint).events
+    if any(not e.valid for e in events):
+        return MechanismFamily.ANY, "some releases' accounting assumptions fail, so their trade-off curve is unknown"
+    return family_of_mechanisms([e.mechanism for e in events])
 
 
 def _assumptions_hold(events) -> bool:
@@ -158,9 +174,11 @@ def run_one_run_audit(
     in_s, out_s = scores.as_pair()
     if len(in_s) == 0 or len(out_s) == 0:
         raise InvalidParameterError(f"with {canaries} canaries no canary landed on one side; use more canaries")
+    family, family_reason = run_mechanism_family(checkpoint)
+    routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
     share = float(significance) / 2
-    bounds = [estimate(name, in_s, out_s, significance=share, delta=float(delta), claimed_epsilon=claimed,
-                       power_trials=int(power_trials), power_seed=seed) for name in ("one-run", "one-run-fdp")]
+    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=float(delta),
+                       claimed_epsilon=claimed, power_trials=int(power_trials), power_seed=seed) for name in routes]
     evidence = []
     if recorded is not None:
         from privaudit.fl.checkpoint import read_ledger
@@ -176,6 +194,8 @@ def run_one_run_audit(
     metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=seed).to_dict()
     metrics.pop("roc", None)
     details = {"canary_kind": drawn.kind, "signal": signal, "train_spec": spec.to_dict(),
+               "mechanism_family": family.value, "mechanism_family_reason": family_reason,
+               "routes": list(routes), "design": "bernoulli: each canary inserted independently with probability ½",
                "recorded_ledger": None if recorded is None else {"accountant": recorded.accountant,
                                                                   "max_epsilon": recorded.max_epsilon,
                                                                   "all_valid": recorded.all_valid},
