@@ -62,7 +62,9 @@ class PowerEstimate:
 
 @dataclass(frozen=True)
 class LowerBound:
-    """An ε lower bound: with probability ≥ 1 − ``significance`` the true ε at ``delta`` is at least ``epsilon_lb``.
+    """An ε lower bound: with probability ≥ 1 − ``significance`` the true ε at ``delta`` is at least ``epsilon_lb``,
+    provided the mechanism belongs to ``mechanism``'s family and the scores came about as ``design`` says (the
+    route refuses to run otherwise: :mod:`privaudit.audit.routes`).
 
     ``ceiling`` is what a perfect attack (no errors) could certify with the same sample sizes,
     significance, δ and strategy — a bound far below the claim means little when the ceiling is low too.

@@ -7,6 +7,7 @@
     privaudit audit --suite default --out reports/default
     privaudit audit --checkpoint runs/priv --canaries 500 --one-run --out audits/one
     privaudit audit --checkpoint runs/priv --gradient-canaries 200 --canary-view client --out audits/gc
+    privaudit audit --scores my_scores.json --mechanism any --design fixed --claimed-epsilon 8 --json
 
 Each claim audit writes ``<out>/<claim_id>.json`` (a ``claim-audit`` result that ``privaudit report`` renders)
 and its trials to ``<out>/trials/`` (a re-run with the same arguments resumes them), then prints a summary
@@ -46,11 +47,12 @@ def _print_audits(audits, pending=()) -> None:
             console.print(f"written: {audit.path}", highlight=False, markup=False)
 
 
-def _one_mode(list_: bool, claim: str | None, suite: str | None, checkpoint: Path | None) -> str:
+def _one_mode(list_: bool, claim: str | None, suite: str | None, checkpoint: Path | None, scores: Path | None) -> str:
     chosen = [name for name, on in (("--list", list_), ("--claim", claim is not None), ("--suite", suite is not None),
-                                    ("--checkpoint", checkpoint is not None)) if on]
+                                    ("--checkpoint", checkpoint is not None), ("--scores", scores is not None)) if on]
     if len(chosen) != 1:
-        raise InvalidParameterError("audit needs exactly one of --list, --claim ID, --suite NAME or --checkpoint DIR"
+        raise InvalidParameterError("audit needs exactly one of --list, --claim ID, --suite NAME, --checkpoint DIR or "
+                                    "--scores FILE"
                                     + (f" (got {', '.join(chosen)})" if chosen else ""))
     return chosen[0]
 
@@ -63,6 +65,18 @@ def register(app: typer.Typer) -> None:
         claim: str | None = typer.Option(None, "--claim", help="Audit one registered claim (see --list)."),
         suite: str | None = typer.Option(None, "--suite", help="Audit every claim of a named suite (e.g. 'default')."),
         checkpoint: Path | None = typer.Option(None, "--checkpoint", help="A trained federation (privaudit train --out DIR)."),
+        scores: Path | None = typer.Option(
+            None, "--scores",
+            help='Audit attack scores computed elsewhere: JSON {"in": [...], "out": [...]} or .npz with arrays in, out '
+                 "(larger = member)."),
+        mechanism: str = typer.Option(
+            "any", "--mechanism",
+            help="With --scores: the audited mechanism's family: any (default; only routes valid for every mechanism), "
+                 "gaussian (Gaussian noise, no subsampling) or pure (ε-DP)."),
+        design: str = typer.Option(
+            "fixed", "--design",
+            help="With --scores: how the scores came about: fixed (default; fixed in/out counts, 'in' chosen at random), "
+                 "bernoulli (one run, each canary in w.p. ½) or trials (independent runs per score)."),
         one_run: bool = typer.Option(False, "--one-run", help="With --checkpoint: re-train once with canaries and bound ε in one run."),
         canaries: int | None = typer.Option(None, "--canaries", help="With --one-run: number of input canaries (each inserted w.p. ½)."),
         canary_kind: str | None = typer.Option(None, "--canary-kind", help="With --one-run: mislabelled (default) or ood."),
@@ -76,8 +90,9 @@ def register(app: typer.Typer) -> None:
             None, "--canary-magnitude", help="With --gradient-canaries: canary norm C (default: the ledger's sensitivity Δ)."),
         canary_client: int | None = typer.Option(
             None, "--canary-client", help="With --gradient-canaries: the client that carries the canaries (default 0)."),
-        delta: float = typer.Option(1e-5, "--delta", help="With --checkpoint: δ of the audited claim."),
-        claimed_epsilon: float | None = typer.Option(None, "--claimed-epsilon", help="With --checkpoint: the ε to audit (default: the ledger's)."),
+        delta: float = typer.Option(1e-5, "--delta", help="With --checkpoint or --scores: δ of the audited claim."),
+        claimed_epsilon: float | None = typer.Option(
+            None, "--claimed-epsilon", help="With --checkpoint (default: the ledger's) or --scores: the ε to audit."),
         trials: int | None = typer.Option(None, "--trials", help="Trials per reading (default: the claim's or the suite's)."),
         executor: str = typer.Option("in-process", "--executor", help="in-process, process (a local pool) or ray."),
         workers: int | None = typer.Option(None, "--workers", help="Workers of the process pool or Ray."),
@@ -85,13 +100,24 @@ def register(app: typer.Typer) -> None:
         alpha: float = typer.Option(0.05, "--alpha", help="Significance per reading, split equally over its estimators."),
         power_trials: int = typer.Option(200, "--power-trials", help="Simulations behind each power figure."),
         seed: int = typer.Option(0, "--seed", help="Audit seed (every trial's seed derives from it)."),
-        out: Path = typer.Option(DEFAULT_OUT, "--out", help="Output folder for result files and trials."),
+        out: Path | None = typer.Option(
+            None, "--out", help=f"Output folder for result files and trials (default {DEFAULT_OUT}; --scores writes only when given)."),
         threads: int = typer.Option(1, "--threads", help="torch threads for in-process trials (tiny models: 1 is fastest)."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
         json_output: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of tables."),
     ) -> None:
         """Audit a paper's privacy claim: accountant ε, attack ε lower bounds with ceiling and power, verdict."""
-        mode = _one_mode(list_, claim, suite, checkpoint)
+        mode = _one_mode(list_, claim, suite, checkpoint, scores)
+        scores_only = [name for name, on in (("--mechanism", mechanism != "any"), ("--design", design != "fixed")) if on]
+        if mode != "--scores" and scores_only:
+            raise InvalidParameterError(f"the option(s) {', '.join(scores_only)} apply to --scores audits only (claims and "
+                                        "checkpoints derive them from the mechanism they audit)")
+        if mode == "--scores":
+            if trials is not None:
+                raise InvalidParameterError("--trials does not apply to --scores (the scores are given)")
+            _scores(scores, mechanism, design, delta, alpha, claimed_epsilon, power_trials, seed, out, json_output)
+            return
+        out = DEFAULT_OUT if out is None else out
         if trials is not None and trials < 1:
             raise InvalidParameterError(f"--trials must be a positive integer, got {trials}")
         if threads < 1:
@@ -100,7 +126,7 @@ def register(app: typer.Typer) -> None:
             ("--one-run", one_run), ("--canaries", canaries is not None), ("--gradient-canaries", gradient_canaries is not None),
             ("--canary-view", canary_view is not None), ("--canary-magnitude", canary_magnitude is not None),
             ("--canary-client", canary_client is not None)) if on]
-        if mode != "--checkpoint" and checkpoint_only:
+        if mode != "--checkpoint" and checkpoint_only:  # --scores returned above; its own options are checked there
             raise InvalidParameterError(f"the option(s) {', '.join(checkpoint_only)} apply to --checkpoint audits only")
         if mode == "--list":
             from privaudit.audit.claims import list_claims
@@ -137,6 +163,59 @@ def register(app: typer.Typer) -> None:
             print_json({"audits": [a.data() for a in audits], "pending": [{"claim_id": c, "reason": r} for c, r in pending]})
         else:
             _print_audits(audits, pending)
+
+
+def _scores(path: Path, mechanism: str, design: str, delta: float, alpha: float, claimed_epsilon: float | None,
+            power_trials: int, seed: int, out: Path | None, json_output: bool) -> None:
+    """``--scores FILE``: every route on the user's scores, valid ones at α/k each, the others with the reason."""
+    from privaudit.audit.assumptions import design_of, mechanism_family
+    from privaudit.audit.score_files import read_scores
+
+    family, provenance = mechanism_family(mechanism), design_of(design)
+    if claimed_epsilon is not None and not (claimed_epsilon >= 0 and claimed_epsilon < float("inf")):
+        raise InvalidParameterError(f"--claimed-epsilon must be a finite number ≥ 0, got {claimed_epsilon}")
+    if power_trials < 1:
+        raise InvalidParameterError(f"--power-trials must be a positive integer, got {power_trials}")
+    target = None
+    if out is not None:  # checked before any work: a bad --out never costs the audit
+        target = out / "scores-audit.json"
+        _check_writable(target)
+    observed = read_scores(path)
+    from privaudit.audit.scores_audit import audit_score_file
+
+    result = audit_score_file(observed, mechanism=family, design=provenance, delta=delta, significance=alpha,
+                              claimed_epsilon=claimed_epsilon, power_trials=power_trials, seed=seed, source=str(path))
+    if target is not None:
+        import json
+
+        from privaudit.commands._common import json_safe
+
+        target.write_text(json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n")
+    if json_output:
+        print_json(result)
+        return
+    from privaudit.audit.scores_audit import scores_audit_table
+
+    console = _console()
+    console.print(scores_audit_table(result))
+    for line in result["summary"]:
+        console.print(line, highlight=False, markup=False)
+    if target is not None:
+        console.print(f"written: {target}", highlight=False, markup=False)
+
+
+def _check_writable(target: Path) -> None:
+    """One clear error now, rather than a traceback after the work, when ``target`` cannot be written."""
+    folder = target.parent
+    if folder.exists() and not folder.is_dir():
+        raise InvalidParameterError(f"--out {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".privaudit-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise InvalidParameterError(f"--out {folder} is not writable ({exc.strerror or exc})") from None
 
 
 def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out, quiet,
