@@ -16,12 +16,15 @@ estimators turn them into ε lower bounds, each at α/2:
 * ``gdp-composed`` — μ_t bounded per round at α/(2T), composed √(Σ μ_t²) (:func:`gdp_rounds_lower_bound`); valid
   only under the per-run conditions of :func:`composition_validity`. An invalid one is reported and never decides.
 * ``gdp-best-round`` — the largest per-round μ_t bound, each at α/(2T) (Bonferroni over the T rounds); valid with no
-  composition assumption, since any one round's release is a post-processing of the whole transcript.
+  composition assumption, since any one round's release is a post-processing of the whole transcript, but, like every
+  GDP bound, only when a round is a Gaussian shift of the canary (:mod:`privaudit.audit.routes`): seeded output
+  perturbation seen in the client's own release or a full-participation aggregate.
 
 Both treat a round's K canaries as independent trials, which holds when the release is linear in the canaries. Where
-clipping bound (the rescaling depends on how many canaries are in), they are reported but do not decide; instead
-``one-run-best-round`` — each round a one-run audit (Steinke, Nasr & Jagielski 2023), which needs no independence
-between canaries, Bonferroni over rounds, at α/2 — decides.
+clipping bound (the rescaling depends on how many canaries are in), or where a round is not a Gaussian shift (clock-
+seeded noise, objective perturbation, a subsampled aggregate), they are reported but do not decide; instead
+``one-run-best-round`` — each round a one-run audit (Steinke, Nasr & Jagielski 2023), valid for any mechanism and
+needing no independence between canaries, Bonferroni over rounds, at α/2 — decides.
 
 The canary magnitude C defaults to the L2 sensitivity Δ the checkpoint's ledger records for the canary client's
 Gaussian releases, so a round with noise std σ is at most Δ/σ-GDP for the canary *if the accounting holds*: the audit
@@ -402,11 +405,16 @@ def run_gradient_canary_audit(
                                           "validity": validity.statement, "canaries_per_round": independent})
     best = gdp_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
                                       power_trials=int(power_trials), power_seed=seed)
-    best = replace(best, details={**best.details, "valid": not clipped, "canaries_per_round": independent,
+    # A single round's GDP bound converts through G_μ, so it speaks about ε only when a round is a Gaussian shift of the
+    # canary (seeded output perturbation, observed in the client's release or a full-participation aggregate).
+    gaussian_rounds = validity.checks["mechanism"]["holds"] and validity.checks["view"]["holds"]
+    best = replace(best, details={**best.details, "valid": gaussian_rounds and not clipped, "canaries_per_round": independent,
+                                  "gaussian_rounds": gaussian_rounds,
                                   "best_round": observations.complete_rounds()[best.details["best_round_index"]]})
     bounds = [composed, best]
-    if clipped:
-        # the coupled rounds still give a valid bound through the one-run analysis, which needs no independence
+    if clipped or not gaussian_rounds:
+        # coupled or non-Gaussian rounds still give a valid bound through the one-run analysis, which needs neither
+        # independence between a round's canaries nor a Gaussian curve
         coupled = one_run_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
                                                  power_trials=int(power_trials), power_seed=seed)
         coupled = replace(coupled, details={**coupled.details, "valid": True, "canaries_per_round": independent,
