@@ -10,7 +10,7 @@ def test_tour_runs_every_step(capsys):
     assert run_tour(Console(width=120)) == 0
     out = capsys.readouterr().out
     assert out.count("$ privaudit compute-epsilon") == len(TOUR)
-    assert "1.58654" in out and "1.7529" in out  # Upcycled-FL's printed ε̄ and the σ² convention's
+    assert "1.58654" in out and "1.7529" in out  # 003's ε̄ by the draft's (000 Thm 5.2) form, and the σ² convention's
 
 
 @pytest.mark.slow

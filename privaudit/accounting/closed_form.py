@@ -16,7 +16,10 @@ from privaudit.errors import InvalidParameterError
 
 UPCYCLED_NOISE_STD = ("sigma", "sigma-squared")
 UPCYCLED_SENSITIVITY = ("paper", "replace-one", "clipped-model")
-UPCYCLED_FORMS = ("printed", "corrected")
+#: "tmlr" — 003 (TMLR 2024) Thm 6.2 as printed; "draft" — 000 (ICLR draft) Thm 5.2 as printed.
+#: "corrected" = "tmlr" (the same formula: the true minimum over λ) and "printed" = "draft" are the older names, kept.
+UPCYCLED_FORMS = ("tmlr", "draft", "printed", "corrected")
+_UPCYCLED_FORM_ALIASES = {"printed": "draft", "corrected": "tmlr"}
 
 
 @dataclass(frozen=True)
@@ -61,32 +64,36 @@ def upcycled_output_perturbation(
     dataset_size: float,
     delta: float,
     *,
-    form: str = "printed",
+    form: str = "tmlr",
     noise_std: str = "sigma",
     sensitivity: str = "paper",
 ) -> ClosedForm:
-    """Upcycled-FL Theorem 6.2 (003; = Thm 5.2 of 000): output perturbation over M perturbed rounds.
+    """Upcycled-FL output perturbation over M perturbed rounds: Theorem 6.2 of 003, Theorem 5.2 of 000.
 
-    With r = M·Δ²/(2s²) (moments accountant of the Gaussian mechanism, add-one neighbours, the paper's
-    proof in App. E):
+    With r = M·Δ²/(2s²) (moments accountant of the Gaussian mechanism, add-one neighbours, both versions'
+    proof in App. E) the two versions print different closed forms:
 
-    * ``form="printed"``: ε = 2·sqrt(r·ln(1/δ) + r) — the statement as printed;
-    * ``form="corrected"``: ε = r + 2·sqrt(r·ln(1/δ)) — the actual minimum over λ of r(λ+1) + ln(1/δ)/λ
-      (spec U4).
+    * ``form="tmlr"`` (alias ``"corrected"``): ε = r + 2·sqrt(r·ln(1/δ)) — 003 (TMLR 2024) Thm 6.2 as printed,
+      which is also the true minimum over λ of r(λ+1) + ln(1/δ)/λ;
+    * ``form="draft"`` (alias ``"printed"``, its older name): ε = 2·sqrt(r·ln(1/δ) + r) — 000 (the ICLR draft)
+      Thm 5.2 as printed, not the minimum (spec U4). 003's Fig. 3 numbers 1.40 / 1.59 are this form at
+      δ = 1e-3 (a δ only the draft states); 003's own form gives 1.373 / 1.562 there.
 
     Switches (spec U1–U3): ``noise_std`` — s = σ (paper) or s = σ² (reference code,
     ``torch.normal(0, sigma**2)`` whose second argument is the std); ``sensitivity`` — Δ = τ/|D| (paper),
     2τ/|D| (replace-one neighbours, the paper's own definition of neighbours), or 2τ (a clipped SGD-trained
     model with no per-example decomposition: the output can move anywhere in the τ-ball).
 
-    The paper's numbers: M = 80, σ = 1, τ = 10, δ = 1e-3, |D| = 224.2 → 1.587; M = 40, σ = 0.8 → 1.402
-    (σ² convention → 1.753).
+    At M = 80, σ = 1, τ = 10, δ = 1e-3, |D| = 224.2: draft 1.587, TMLR 1.562; M = 40, σ = 0.8: draft 1.402,
+    TMLR 1.373 (σ² convention: draft 1.753, TMLR 1.736). No single δ makes the TMLR form give both 1.40
+    and 1.59 (δ ≈ 7.5e-4 and 7.7e-4).
     """
     if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
         raise InvalidParameterError(f"rounds must be a positive integer, got {rounds}")
     noise, clip, size, delta = _positive("noise", noise), _positive("clip", clip), _positive("dataset_size", dataset_size), _delta(delta)
     if form not in UPCYCLED_FORMS:
         raise InvalidParameterError(f"form must be one of {', '.join(UPCYCLED_FORMS)}, got {form!r}")
+    form = _UPCYCLED_FORM_ALIASES.get(form, form)
     if noise_std not in UPCYCLED_NOISE_STD:
         raise InvalidParameterError(f"noise_std must be one of {', '.join(UPCYCLED_NOISE_STD)}, got {noise_std!r}")
     if sensitivity not in UPCYCLED_SENSITIVITY:
@@ -96,12 +103,15 @@ def upcycled_output_perturbation(
     sens = {"paper": clip / size, "replace-one": 2 * clip / size, "clipped-model": 2 * clip}[sensitivity]
     r = rounds * sens * sens / (2 * std * std)
     log_inv_delta = math.log(1 / delta)
-    if form == "printed":
+    if form == "draft":
         value = 2 * math.sqrt(r * log_inv_delta + r)
-        formula = "ε = 2·sqrt(r·ln(1/δ) + r), r = M·Δ²/(2s²)  [Thm 6.2 as printed]"
+        formula = ("ε = 2·sqrt(r·ln(1/δ) + r), r = M·Δ²/(2s²)  [000 (ICLR draft) Thm 5.2 as printed; not the minimum "
+                   "over λ]")
+        source = "Upcycled-FL (000, ICLR draft) Theorem 5.2"
     else:
         value = r + 2 * math.sqrt(r * log_inv_delta)
-        formula = "ε = r + 2·sqrt(r·ln(1/δ)), r = M·Δ²/(2s²)  [Thm 6.2, minimisation done correctly]"
+        formula = "ε = r + 2·sqrt(r·ln(1/δ)), r = M·Δ²/(2s²)  [003 (TMLR 2024) Thm 6.2 as printed]"
+        source = "Upcycled-FL (003, TMLR 2024) Theorem 6.2"
 
     assumptions = [
         f"M = {int(rounds)} perturbed (odd) rounds; even rounds are server-side post-processing (Lemma 6.1)",
@@ -125,11 +135,11 @@ def upcycled_output_perturbation(
         name="upcycled-output",
         value=value,
         formula=formula,
-        source="Upcycled-FL (003) Theorem 6.2 / (000) Theorem 5.2",
+        source=source,
         assumptions=tuple(assumptions),
         failed_assumptions=tuple(failed),
         composition=composition,
-        details={"r": r, "noise_std_used": std, "sensitivity_used": sens},
+        details={"r": r, "noise_std_used": std, "sensitivity_used": sens, "form": form},
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.audit.strategies import Strategy
-from privaudit.audit.verdict import AccountingEvidence
+from privaudit.audit.verdict import AccountingEvidence, VerdictResult
 from privaudit.errors import InvalidParameterError
 
 
@@ -31,6 +31,7 @@ class Role(str, Enum):
     PAPER = "paper"  # the mechanism as the paper states and analyses it
     IMPLEMENTATION = "implementation"  # the mechanism as the reference code runs it
     VALIDITY = "validity"  # a setting whose answer is known: a correct mechanism must not be refuted
+    FACT = "fact"  # established by construction or exact accounting, reported beside the verdict (privaudit.audit.comparison)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,9 @@ class EstimatorChoice:
     pilot: int = 0
 
     def __post_init__(self) -> None:
-        if self.name not in ("cp", "gdp", "one-run", "one-run-fdp"):
+        from privaudit.audit.routes import ROUTES
+
+        if self.name not in ROUTES:
             raise InvalidParameterError(f"unknown estimator {self.name!r}")
         if int(self.pilot) < 0:
             raise InvalidParameterError("pilot trials must be ≥ 0")
@@ -123,19 +126,31 @@ class Analysis:
 
 @dataclass(frozen=True)
 class Reading:
-    """One way of testing a claim (see the module docstring)."""
+    """One way of testing a claim (see the module docstring).
+
+    ``mechanism`` is the family of the mechanism this reading audits (``any`` | ``gaussian`` | ``pure``,
+    :mod:`privaudit.audit.assumptions`) and ``design`` how its trials produce scores (None: each route's own). The
+    runner runs only the estimators whose bounds are valid under both, and lists the others with the reason.
+
+    ``decision`` replaces the (ε, δ) rule for claims that state no ε (:mod:`privaudit.audit.comparison`): the runner
+    calls ``decision(analysis, significance)`` instead of ``decide``; such readings set ``claimed_epsilon`` and
+    ``claimed_delta`` to None.
+    """
 
     reading_id: str
     title: str
     role: Role
     description: str
-    claimed_epsilon: float
-    claimed_delta: float
+    claimed_epsilon: float | None  # None: the claim states no ε (a comparison reading, see ``decision``)
+    claimed_delta: float | None
     analyse: Callable[[Sequence[Any]], Analysis]
     trials: TrialPlan | None = None
     estimators: tuple[EstimatorChoice, ...] = ()
     attack: AttackInfo | None = None
     claim_note: str = ""
+    mechanism: str = "any"
+    design: str | None = None
+    decision: Callable[[Analysis, float], VerdictResult] | None = None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ import numpy as np
 
 from privaudit.audit.assumptions import design_of, mechanism_family
 from privaudit.audit.claims import Claim, get_claim
+from privaudit.audit.comparison import comparison_by_role, is_comparison_claim, overall_comparison
 from privaudit.audit.estimators import estimate
 from privaudit.audit.metrics import attack_metrics
 from privaudit.audit.plan import Analysis, ClaimDetails, PendingPart, Reading, Role
@@ -187,8 +188,11 @@ def overall_verdict(outcomes: Sequence[ReadingOutcome]) -> tuple[Verdict, str, l
 
     refuted — some such reading is refuted (the claim is false for a mechanism it is made about);
     consistent — every such reading is consistent; inconclusive — otherwise. A refuted *validity* reading
-    means the audit refuted a correct mechanism: it is reported as a failed validity check.
+    means the audit refuted a correct mechanism: it is reported as a failed validity check. A claim that states no ε
+    (its readings carry their own ``decision``) is combined by :func:`privaudit.audit.comparison.overall_comparison`.
     """
+    if is_comparison_claim(outcomes):
+        return overall_comparison(outcomes)  # type: ignore[return-value]
     notes = [f"validity check failed: {o.reading.reading_id} was refuted ({o.verdict.reason})"
              for o in outcomes if o.reading.role is Role.VALIDITY and o.verdict.verdict is Verdict.REFUTED]
     decisive = [o for o in outcomes if o.reading.role is not Role.VALIDITY]
@@ -215,8 +219,10 @@ def verdicts_by_role(outcomes: Sequence[ReadingOutcome]) -> dict[str, dict[str, 
     ``{"implementation": {"verdict", "basis": "as implemented", "reason", "readings": {id: verdict}}, "paper": …,
     "validity": …}`` — only the roles that have readings, implementation first. Within a role the rule of
     :func:`overall_verdict` applies (refuted if any reading is; consistent if all are; else inconclusive); for
-    validity readings "consistent" means the check passed.
+    validity readings "consistent" means the check passed. Comparison claims: :func:`~privaudit.audit.comparison.comparison_by_role`.
     """
+    if is_comparison_claim(outcomes):
+        return comparison_by_role(outcomes)
     out: dict[str, dict[str, Any]] = {}
     for role in ROLE_BASIS:
         group = [o for o in outcomes if o.reading.role is role]
@@ -340,7 +346,7 @@ def _accounting_bracket(analysis: Analysis, claimed: float) -> str:
     if uppers:
         parts.append(f"ε ≤ {_fmt(min(uppers))} (an upper bound, which refutes nothing)")
     if not parts:
-        return f"no certified bound on the implementation's ε (claimed {_fmt(claimed)})"
+        return f"no certified bound on the examined mechanism's ε (claimed {_fmt(claimed)})"
     return f"accounting: {' and '.join(parts)} vs claimed {_fmt(claimed)}"
 
 
@@ -395,9 +401,15 @@ def run_reading(claim: Claim, reading: Reading, settings: AuditSettings) -> Read
     if analysis.claimed_epsilon is not None:
         reading = replace(reading, claimed_epsilon=float(analysis.claimed_epsilon))
     bounds, not_run = _bounds(reading, analysis, settings, power_seed=base_seed)
-    verdict = decide(reading.claimed_epsilon, reading.claimed_delta, bounds, analysis.evidence, min_power=settings.min_power)
-    if verdict.verdict is Verdict.INCONCLUSIVE and not bounds:
-        verdict = replace(verdict, reason=f"{verdict.reason}; {_accounting_bracket(analysis, reading.claimed_epsilon)}")
+    if reading.decision is not None:  # a claim that states no ε: the reading's own rule (privaudit.audit.comparison)
+        verdict = reading.decision(analysis, float(settings.significance))
+        if getattr(verdict, "basis", None):
+            analysis = replace(analysis, details={**analysis.details, "decision": dict(verdict.basis)})
+    else:
+        verdict = decide(reading.claimed_epsilon, reading.claimed_delta, bounds, analysis.evidence,
+                         min_power=settings.min_power)
+        if verdict.verdict is Verdict.INCONCLUSIVE and not bounds:
+            verdict = replace(verdict, reason=f"{verdict.reason}; {_accounting_bracket(analysis, reading.claimed_epsilon)}")
     metrics = _metrics(analysis, settings, base_seed)
     return ReadingOutcome(reading, analysis, bounds, verdict, metrics, len(results), time.perf_counter() - started,
                           not_run)

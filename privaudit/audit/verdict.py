@@ -7,7 +7,7 @@ Three verdicts, each with a one-line reason that carries the numbers:
     (a) an attack: some estimator's ε lower bound exceeds the claimed ε (at the stated confidence; when
         several estimators are consulted their significances add up — Bonferroni — and the reason states
         the family-wise confidence), or
-    (b) accounting: a *certified lower bound* on the true ε of the mechanism as implemented exceeds the
+    (b) accounting: a *certified lower bound* on the true ε of the mechanism examined exceeds the
         claim — e.g. the exact ε of a Gaussian release, PRV's lower end, or ε = ∞ for noise that takes at
         most 1000 values. An accountant's *upper* bound above the claim refutes nothing (RDP is loose).
 ``consistent``
@@ -122,7 +122,7 @@ def decide(
             refuted_by += [f"attack:{b.estimator}" for b in beating]
         if accounting_refutes:
             worst = max(accounting_refutes, key=lambda e: e.lower)
-            parts.append(f"the mechanism as implemented ({worst.label}) has ε ≥ {_fmt(worst.lower)} "
+            parts.append(f"the mechanism examined ({worst.label}) has ε ≥ {_fmt(worst.lower)} "
                          f"({worst.accountant}) > claimed {_fmt(claimed_epsilon)}")
             refuted_by += [f"accounting:{e.label}" for e in accounting_refutes]
         return VerdictResult(Verdict.REFUTED, "; ".join(parts), tuple(refuted_by), family_confidence, tuple(notes))
@@ -131,7 +131,7 @@ def decide(
     powerful = [b for b in bounds if b.power is not None and b.power.probability >= min_power]
     if proven:
         best = min(proven, key=lambda e: e.upper)
-        reason = (f"the mechanism as implemented ({best.label}) is certified ε ≤ {_fmt(best.upper)} ({best.accountant}) "
+        reason = (f"the mechanism examined ({best.label}) is certified ε ≤ {_fmt(best.upper)} ({best.accountant}) "
                   f"≤ claimed {_fmt(claimed_epsilon)} under assumptions that hold")
         if bounds:
             top = max(bounds, key=lambda b: b.epsilon_lb)
@@ -158,7 +158,7 @@ def decide(
         why.append("no attack was run")
     failing = [e for e in accounting if e.implementation and not e.assumptions_hold]
     if failing:
-        why.append(f"the accounting of the implementation ({failing[0].label}) rests on assumptions that fail or cannot be checked")
+        why.append(f"the accounting of the mechanism examined ({failing[0].label}) rests on assumptions that fail or cannot be checked")
     elif not any(e.implementation for e in accounting):
-        why.append("no accountant could bound the mechanism as implemented")
+        why.append("no accountant gave a certified bound on the mechanism examined")
     return VerdictResult(Verdict.INCONCLUSIVE, "; ".join(why), (), family_confidence, tuple(notes))

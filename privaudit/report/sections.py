@@ -18,13 +18,26 @@ from privaudit.report.results import Result
 
 VERDICT_MEANING = [
     "**refuted** — the claim is false for the mechanism examined: an attack certified an ε lower bound above the "
-    "claim, or a certified lower bound on the implementation's ε (e.g. the exact ε of a Gaussian release) exceeds it.",
+    "claim, or a certified lower bound on the examined mechanism's ε (e.g. the exact ε of a Gaussian release) exceeds it.",
     "**consistent** — not refuted, and either a certified upper bound under assumptions that hold for the "
     "implementation is at or below the claim, or an attack with the power to catch a several-times weaker mechanism "
     "found nothing. Consistent is evidence against large violations; it is a proof only when the reason says "
     "\"certified ε ≤ …\".",
     "**inconclusive** — neither: the attacks lacked power (see ceiling and power) or the accounting rests on "
     "assumptions that fail or cannot be checked. It does not mean the claim is likely true.",
+    "A claim's verdict names its basis, e.g. \"refuted (as implemented), consistent (as stated)\": *as implemented* "
+    "combines the readings of the reference code, *as stated* those of the mechanism the paper states and analyses "
+    "(each refuted if one of its readings is, consistent if all are). The single word before it is refuted when either "
+    "basis is.",
+]
+#: Shown when a claim states no ε and is audited as the comparison it states (privaudit.audit.comparison).
+COMPARISON_MEANING = [
+    "**supported / not supported / inconclusive** (claims that state no ε, audited as the comparison they state): "
+    "supported — every comparison's one-sided upper confidence bound on mean(candidate − reference) is within the "
+    "margin Δ; not supported — some comparison's lower bound exceeds Δ (the candidate is measurably worse); "
+    "inconclusive — neither, or the measurement failed its own check, or a stronger attacker the code has was not run.",
+    "**fact** — established by construction or exact accounting (e.g. \"no DP guarantee (ε = ∞)\" for a release "
+    "without noise), reported beside the verdict; never a verdict on an ε the paper does not claim.",
 ]
 
 
@@ -142,14 +155,77 @@ def _claim_row(name: str, where: str, data: dict, verdict_cell: str) -> list[str
     eps, delta = _claimed(data)
     paper, impl = _accountant_cells(data)
     lb, ceil, power = _bounds_cell(data)
-    return [name, where or "—", f"({fmt(eps)}, {fmt(delta)})", paper, impl, lb, ceil, power, verdict_cell]
+    claimed = "—" if eps is None and delta is None else f"({fmt(eps)}, {fmt(delta)})"  # None: a comparison claim's reading
+    return [name, where or "—", claimed, paper, impl, lb, ceil, power, verdict_cell]
+
+
+def _quotes(data: dict) -> list[dict]:
+    return [q for q in data.get("quotes") or [] if isinstance(q, dict) and q.get("text")]
+
+
+def _quote_text(q: dict) -> str:
+    return f"“{q.get('text')}” ({q.get('source') or q.get('where') or '—'})"
+
+
+def _claim_verdict_cell(data: dict, verdict: str, reason: str) -> str:
+    """``**refuted** — refuted (as implemented), consistent (as stated)`` and each basis' reason; old files: the reason."""
+    by_role = data.get("verdicts_by_role")
+    if not isinstance(by_role, dict) or not by_role:
+        return f"**{verdict}** — {reason}"
+    lines = [f"**{verdict}** — {data.get('verdict_basis') or verdict}"]
+    for v in by_role.values():
+        if isinstance(v, dict):
+            lines.append(f"{v.get('basis')}: **{v.get('verdict')}** — {v.get('reason')}")
+    return "<br>".join(lines)
+
+
+def _claimed_cell(data: dict) -> str:
+    """``(1.4, 0.001)`` and, when the result records it, ``ε stated, δ chosen``."""
+    eps, delta = _claimed(data)
+    if data.get("claim_kind") == "comparison":  # the paper states no (ε, δ): the criterion it is audited by
+        return f"none stated (a comparison claim): {data.get('criterion') or '—'}"
+    text = f"({fmt(eps)}, {fmt(delta)})"
+    marks = data.get("claimed_provenance")
+    if isinstance(marks, dict) and any(v != "unrecorded" for v in marks.values()):
+        text += f"<br>ε {marks.get('epsilon')}, δ {marks.get('delta')}"
+    return text
+
+
+def _numbers(data: dict, source: str) -> str:
+    items = []
+    for n in data.get("numbers") or []:
+        if not isinstance(n, dict) or n.get("source") != source:
+            continue
+        value = fmt(n.get("value")) if isinstance(n.get("value"), int | float) else str(n.get("value"))
+        if source == "stated":
+            items.append(f"{n.get('name')} = {value} ({n.get('where')})")
+        else:
+            origin = f"; from {n['where']}" if n.get("where") else ""
+            items.append(f"{n.get('name')} = {value} ({n.get('reason')}{origin})")
+    return "<br>".join(items) or "—"
+
+
+def _sources_table(results: Sequence[Result]) -> Table | None:
+    """Each claim in the paper's words, the numbers the paper states and those privaudit chose (and why)."""
+    rows = []
+    for res in results:
+        d = res.data
+        quotes = _quotes(d)
+        if not quotes and not d.get("numbers"):
+            rows.append([str(d.get("claim_id")), "— (no quote recorded)", "—", "—"])
+            continue
+        rows.append([str(d.get("claim_id")), "<br>".join(_quote_text(q) for q in quotes) or "—",
+                     _numbers(d, "stated"), _numbers(d, "chosen")])
+    if not rows:
+        return None
+    return Table(["claim", "the paper's words (seed file, section)", "stated by the paper", "chosen by privaudit (why)"], rows)
 
 
 def claims_section(results: Sequence[Result]) -> Section | None:
     if not results:
         return None
-    header = ["claim", "paper / where", "claimed (ε, δ)", "accountant ε (paper's assumptions)",
-              "accountant ε (implementation)", "ε lower bound per estimator", "ceiling", "power", "verdict — reason"]
+    header = ["claim", "paper / where — the paper's words", "claimed (ε, δ)", "accountant ε (paper's assumptions)",
+              "accountant ε (implementation)", "ε lower bound per estimator", "ceiling", "power", "verdict (basis) — reason"]
     rows = []
     counts: dict[str, int] = {}
     for res in results:
@@ -157,25 +233,50 @@ def claims_section(results: Sequence[Result]) -> Section | None:
         verdict, reason = _verdict(d)
         counts[verdict] = counts.get(verdict, 0) + 1
         where = " · ".join(str(x) for x in (d.get("paper"), d.get("where") or d.get("theorem")) if x) or "—"
+        quotes = _quotes(d)
+        if quotes:  # the claim's own words beside its verdict
+            where += "<br>" + _quote_text(quotes[0])
         readings = [r for r in d.get("readings") or [] if isinstance(r, dict)]
         if not readings:
-            rows.append(_claim_row(str(d.get("claim_id")), where, d, f"**{verdict}** — {reason}"))
+            rows.append(_claim_row(str(d.get("claim_id")), where, d, _claim_verdict_cell(d, verdict, reason)))
             continue
         # One row for the claim's verdict, then one row per reading with its own evidence (as the CLI prints it).
-        eps, delta = _claimed(d)
-        rows.append([f"**{d.get('claim_id')}**", where, f"({fmt(eps)}, {fmt(delta)})", "", "", "", "", "",
-                     f"**{verdict}** — {reason}"])
+        rows.append([f"**{d.get('claim_id')}**", where, _claimed_cell(d), "", "", "", "", "",
+                     _claim_verdict_cell(d, verdict, reason)])
         for r in readings:
             r_verdict, r_reason = _verdict(r)
             label = f"↳ {r.get('reading', '—')} ({r.get('role', '—')})"
             rows.append(_claim_row(label, str(r.get("title") or ""), {**d, **r}, f"{r_verdict} — {r_reason}"))
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}."), Table(header, rows)]
+    blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}. Each claim's verdict names its basis: "
+                                     "*as implemented* (readings of the reference code), *as stated* (the mechanism as "
+                                     "the paper states and analyses it); validity checks test the audit itself."),
+                           Table(header, rows)]
+    sources = _sources_table(results)
+    if sources is not None:
+        blocks += [Paragraph("**The claims in the papers' own words.** *Stated* numbers are printed in the paper (seed "
+                             "file and section); *chosen* numbers are not in the paper — privaudit picked them, for the "
+                             "reason given:"), sources]
+    blocks += _reading_tables(results)
     notes = _claim_notes(results)
     if notes:  # validity statements (e.g. whether a composed bound may be used) belong next to the numbers
         blocks += [Paragraph("Notes:"), Bullets(notes)]
-    blocks += [Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING)]
+    comparison = any(res.data.get("claim_kind") == "comparison" for res in results)
+    blocks += [Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING + (COMPARISON_MEANING if comparison else []))]
     return Section("claims", "Claims", blocks)
+
+
+def _reading_tables(results: Sequence[Result]) -> list[Block]:
+    """Tables a reading records in ``details["table"]`` (``title``, ``header``, ``rows``), e.g. a PSNR comparison's."""
+    blocks: list[Block] = []
+    for res in results:
+        for r in res.data.get("readings") or []:
+            table = (r.get("details") or {}).get("table") if isinstance(r, dict) else None
+            if not isinstance(table, dict) or not table.get("header") or not isinstance(table.get("rows"), list):
+                continue
+            blocks.append(Paragraph(f"**{res.data.get('claim_id')} · {r.get('reading')}** — {table.get('title') or ''}"))
+            blocks.append(Table([str(h) for h in table["header"]], [[fmt(v, 3) for v in row] for row in table["rows"]]))
+    return blocks
 
 
 def _claim_notes(results: Sequence[Result]) -> list[str]:

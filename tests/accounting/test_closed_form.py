@@ -10,13 +10,20 @@ from privaudit.errors import InvalidParameterError
 
 
 def test_upcycled_output_paper_numbers():
-    # spec §1.5: M=80, σ=1 → 1.587; M=40, σ=0.8 → 1.402; σ² convention → 1.753 (U1); corrected 1.562 (U4)
-    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3).value == pytest.approx(1.587, abs=1e-3)
-    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3).value == pytest.approx(1.402, abs=1e-3)
-    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3, noise_std="sigma-squared").value == pytest.approx(1.753, abs=1e-3)
+    # 003 Fig. 3's 1.59 / 1.40 are the ICLR draft's Thm 5.2 form at δ = 1e-3 (M=80, σ=1 → 1.587; M=40, σ=0.8 → 1.402;
+    # σ² convention → 1.753, U1); 003's own Thm 6.2 prints r + 2·sqrt(r·ln(1/δ)): 1.562 / 1.373 (the default form)
+    draft = dict(form="draft")
+    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, **draft).value == pytest.approx(1.587, abs=1e-3)
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3, **draft).value == pytest.approx(1.402, abs=1e-3)
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3, noise_std="sigma-squared", **draft).value == pytest.approx(1.753, abs=1e-3)
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3, form="printed").value == pytest.approx(1.402, abs=1e-3)  # old name
+    tmlr = cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3)
+    assert tmlr.value == pytest.approx(1.562, abs=1e-3) and "003" in tmlr.source and "Thm 6.2 as printed" in tmlr.formula
+    assert cf.upcycled_output_perturbation(40, 0.8, 10, 224.2, 1e-3).value == pytest.approx(1.373, abs=1e-3)
     assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, form="corrected").value == pytest.approx(1.562, abs=1e-3)
+    assert "000" in cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, **draft).source
     # U3: replace-one doubles the sensitivity: 3.17
-    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, sensitivity="replace-one").value == pytest.approx(3.17, abs=0.01)
+    assert cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, sensitivity="replace-one", form="draft").value == pytest.approx(3.17, abs=0.01)
 
 
 def test_upcycled_output_clipped_model_is_huge():

@@ -1,4 +1,4 @@
-"""The claims registry: the seven claim ids as data, their status and reasons, suites, light imports."""
+"""The claims registry: the six claim ids as data, their status and reasons, suites, light imports."""
 
 import dataclasses
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from privaudit.audit.claims import CLAIMS, FEDREG_TRAINING, claim_ids, claim_status, get_claim, list_claims
+from privaudit.audit.claims import CLAIMS, claim_ids, claim_status, get_claim, list_claims
 from privaudit.audit.plan import PendingPart, Requirement
 from privaudit.audit.suites import get_suite, register, suites
 from privaudit.errors import InvalidParameterError
@@ -17,12 +17,11 @@ REQUIRED_IDS = [
     "privatefl-cdp-eps8",
     "privatefl-ldp-participation",
     "pfa-heterogeneous-calibration",
-    "fedreg-dpsgd-baselines",
-    "fedreg-mg-membership",
+    "fedreg-mg-vs-dpsgd-psnr",
 ]
 
 
-def test_registry_lists_the_seven_claims_as_frozen_data():
+def test_registry_lists_the_six_claims_as_frozen_data():
     assert claim_ids() == REQUIRED_IDS
     claim = get_claim("upcycled-thm6.2-fig3")
     assert (claim.epsilon, claim.delta) == (1.40, 1e-3)
@@ -43,33 +42,25 @@ def test_unknown_claim_is_one_clear_error():
 def test_status_ready_or_pending_with_reasons():
     statuses = {s.claim.claim_id: s for s in list_claims()}
     assert list(statuses) == REQUIRED_IDS
-    for claim_id in REQUIRED_IDS[:6]:
+    for claim_id in REQUIRED_IDS:
         assert statuses[claim_id].status == "ready", statuses[claim_id].reason
         assert statuses[claim_id].reason
-    mg = statuses["fedreg-mg-membership"]
-    if FEDREG_TRAINING.available():
-        assert mg.status == "ready" and not mg.pending_parts  # landed and wired: its canary audit runs
-    else:
-        assert mg.status == "pending" and "privaudit/fl/algorithms/fedreg.py" in mg.reason
-    # the parts that needed other issues' training code (PrivateFL, local DP-SGD) have landed and run
-    for claim_id in ("privatefl-cdp-eps8", "fedreg-dpsgd-baselines"):
+    # the parts that needed other issues' training code (PrivateFL) have landed and run; FedReg's needs none
+    for claim_id in ("privatefl-cdp-eps8", "fedreg-mg-vs-dpsgd-psnr"):
         assert statuses[claim_id].pending_parts == () and statuses[claim_id].reason == "all parts run"
 
 
 def test_parts_are_pending_while_their_training_code_is_missing(monkeypatch):
-    from privaudit.audit.recipes import fedreg, privatefl
+    from privaudit.audit.recipes import privatefl
 
     monkeypatch.setattr(privatefl, "PRIVATEFL_TRAINING", Requirement("privaudit.fl.no_such_module", "PrivateFL training (issue 6)"))
-    monkeypatch.setattr(fedreg, "DPSGD_TRAINING", Requirement("privaudit.fl.no_such_dpsgd", "local DP-SGD (issue 5)"))
     cdp = claim_status(get_claim("privatefl-cdp-eps8"))
     assert [p.part_id for p in cdp.pending_parts] == ["client-canary-attack"]
     assert "PrivateFL training" in cdp.pending_parts[0].reason
-    dpsgd = claim_status(get_claim("fedreg-dpsgd-baselines"))
-    assert [p.part_id for p in dpsgd.pending_parts] == ["dpsgd-membership"]
 
 
 def test_missing_requirement_makes_a_claim_pending():
-    claim = dataclasses.replace(get_claim("fedreg-dpsgd-baselines"),
+    claim = dataclasses.replace(get_claim("fedreg-mg-vs-dpsgd-psnr"),
                                 requires=(Requirement("privaudit.fl.no_such_module", "training code of a future issue"),))
     status = claim_status(claim)
     assert status.status == "pending"
@@ -83,14 +74,14 @@ def test_default_suite_has_every_claim_and_registration_adds_entries():
     # the claims suite runs the wired trial readings at larger sizes than the default suite
     larger = {e.claim_id: e.trials for e in get_suite("claims")}
     small = {e.claim_id: e.trials for e in default}
-    assert {"privatefl-cdp-eps8", "fedreg-dpsgd-baselines", "fedreg-mg-membership"} <= set(larger)
+    assert {"privatefl-cdp-eps8", "fedreg-mg-vs-dpsgd-psnr"} <= set(larger)
     assert all(larger[c] > small[c] for c in larger)
-    register("test-extra", "fedreg-dpsgd-baselines", 1)
-    assert [e.claim_id for e in suites()["test-extra"]] == ["fedreg-dpsgd-baselines"]
+    register("test-extra", "fedreg-mg-vs-dpsgd-psnr", 1)
+    assert [e.claim_id for e in suites()["test-extra"]] == ["fedreg-mg-vs-dpsgd-psnr"]
     with pytest.raises(InvalidParameterError, match="unknown suite"):
         get_suite("no-such-suite")
     with pytest.raises(InvalidParameterError, match="at least one trial"):
-        register("test-extra", "fedreg-dpsgd-baselines", 0)
+        register("test-extra", "fedreg-mg-vs-dpsgd-psnr", 0)
 
 
 def test_listing_claims_imports_neither_torch_nor_opacus():
@@ -98,3 +89,70 @@ def test_listing_claims_imports_neither_torch_nor_opacus():
             "print('torch' in sys.modules, 'opacus' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the claims in the papers' own words: quotes, stated vs chosen numbers
+# ------------------------------------------------------------------------------------------------
+SEEDS = {"000_885f491b4e5299dd.txt", "001_da864522ec6b6fa7.txt", "002_ce947d6957998473.txt", "003_a806a4129da32579.txt",
+         "004_d5201f9987646520.txt"}
+QUOTED = [c for c in REQUIRED_IDS if not c.startswith("fedreg-")]  # FedReg states no ε: tests/audit/test_claims_fedreg.py
+
+
+@pytest.mark.parametrize("claim_id", QUOTED)
+def test_every_claim_is_quoted_and_its_claimed_numbers_have_a_source(claim_id):
+    claim = get_claim(claim_id)
+    assert claim.quotes and all(q.seed_file in SEEDS and q.where and q.text for q in claim.quotes)
+    assert claim.quote.seed_file == claim.seed_file  # the first quote comes from the paper the claim cites
+    eps, delta = claim.number("epsilon"), claim.number("delta")
+    assert eps is not None and delta is not None
+    assert (eps.value, delta.value) == (claim.epsilon, claim.delta)  # the registry's (ε, δ) is the one documented
+    for n in claim.numbers:
+        assert (n.source == "stated" and n.where) or (n.source == "chosen" and n.reason)
+    data = claim.to_dict()
+    assert data["quotes"][0]["source"].startswith(claim.seed_file[:3])
+    assert {n["name"] for n in data["stated"]} | {n["name"] for n in data["chosen"]} == {n.name for n in claim.numbers}
+    assert data["claimed_provenance"] == claim.provenance()
+
+
+def test_numbers_the_papers_never_state_are_marked_chosen():
+    upcycled = get_claim("upcycled-thm6.2-fig3")
+    # 003 states ε̄ = 1.40 (Fig. 3) but no δ: 0.001 is the ICLR draft's (000 Fig. 2), privaudit's choice
+    assert upcycled.number("epsilon").source == "stated" and "003" in upcycled.number("epsilon").where
+    delta = upcycled.number("delta")
+    assert delta.source == "chosen" and "000" in delta.where and "003 states no δ" in delta.reason
+    assert upcycled.provenance() == {"epsilon": "stated", "delta": "chosen"}
+    assert {q.seed_file for q in upcycled.quotes} == {"003_a806a4129da32579.txt", "000_885f491b4e5299dd.txt"}
+    assert any("Theorem 6.2" in q.where and "+ Mτ²/(2σ²|D_i|²)." in q.text for q in upcycled.quotes)  # 003's own form
+    pfa = get_claim("pfa-heterogeneous-calibration")
+    assert pfa.number("delta").source == "chosen" and "--delta" in pfa.number("delta").where
+    assert pfa.number("epsilon").source == "stated"
+    for claim_id in ("privatefl-cdp-eps8", "privatefl-ldp-participation", "upcycled-thm6.3-fig4"):
+        assert get_claim(claim_id).provenance() == {"epsilon": "stated", "delta": "stated"}
+    assert get_claim("upcycled-thm6.3-fig4").number("u1").source == "chosen"  # 003 states no u₁ (000 App. F.2 does)
+
+
+def test_quotes_and_numbers_are_checked_and_optional():
+    from privaudit.audit.claims import Number, Quote, chosen, stated
+
+    with pytest.raises(InvalidParameterError, match="needs where"):
+        stated("delta", 1e-3, "")
+    with pytest.raises(InvalidParameterError, match="needs the reason"):
+        chosen("delta", 1e-3, " ")
+    with pytest.raises(InvalidParameterError, match="'stated' or 'chosen'"):
+        Number("delta", 1e-3, "inferred")
+    with pytest.raises(InvalidParameterError, match="quote needs"):
+        Quote("", "003_a806a4129da32579.txt", "Fig. 3")
+    assert chosen("delta", 1e-5, "the paper gives none", where="main.py --delta").text() == \
+        "delta = 1e-05 (the paper gives none; from main.py --delta)"
+    bare = dataclasses.replace(get_claim("upcycled-thm6.2-fig3"), quotes=(), numbers=())  # older entries still construct
+    assert bare.quote is None and bare.provenance() == {"epsilon": "unrecorded", "delta": "unrecorded"}
+    assert bare.to_dict()["quotes"] == [] and bare.to_dict()["stated"] == []
+
+
+def test_registry_listing_shows_words_and_provenance():
+    statuses = {s.claim.claim_id: s.to_dict() for s in list_claims()}
+    up = statuses["upcycled-thm6.2-fig3"]
+    assert up["claimed_provenance"] == {"epsilon": "stated", "delta": "chosen"}
+    assert up["quotes"][0]["source"] == "003 §7, Fig. 3 caption" and "1.40" in up["quotes"][0]["text"]
+    assert up["chosen"][0]["name"] == "delta"

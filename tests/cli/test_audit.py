@@ -5,7 +5,6 @@ import json
 import pytest
 import torch
 
-from privaudit.audit.claims import FEDREG_TRAINING
 from privaudit.audit.plan import Requirement
 from tests.audit.helpers import one_line_audit_error as one_line_error
 from tests.audit.helpers import run_audit as run
@@ -17,29 +16,43 @@ def test_list_shows_every_claim_with_its_status(capsys):
     code, out, _ = run(capsys, "--list", "--json")
     assert code == 0
     rows = {r["claim_id"]: r for r in json.loads(out)}
-    assert len(rows) == 7 and rows["privatefl-cdp-eps8"]["status"] == "ready"
+    assert len(rows) == 6 and rows["privatefl-cdp-eps8"]["status"] == "ready"
     assert all(r["reason"] for r in rows.values())
+    # what the paper states and what privaudit chose, with the paper's words
+    up = rows["upcycled-thm6.2-fig3"]
+    assert up["claimed_provenance"] == {"epsilon": "stated", "delta": "chosen"} and up["quotes"][0]["seed_file"].startswith("003")
+    assert {n["name"] for n in up["stated"]} >= {"epsilon", "sigma"} and up["chosen"][0]["reason"]
     code, out, _ = run(capsys, "--list")
     assert code == 0 and "upcycled-thm6.2-fig3" in out and "ready" in out
+    for text in ("the paper's words", "stated by the paper", "chosen by privaudit", "ε stated, δ chosen", "Fig. 3 caption"):
+        assert text in out
 
 
 def test_claim_audit_writes_a_result_and_prints_the_table(capsys, tmp_path):
-    code, out, err = run(capsys, "--claim", "fedreg-dpsgd-baselines", "--out", str(tmp_path), "--quiet")
+    code, out, err = run(capsys, "--claim", "pfa-heterogeneous-calibration", "--trials", "1", "--out", str(tmp_path), "--quiet")
     assert code == 0, err
-    assert (tmp_path / "fedreg-dpsgd-baselines.json").exists()
-    assert "refuted" in out and "dpsgd-emnist" in out
+    assert (tmp_path / "pfa-heterogeneous-calibration.json").exists()
+    assert "refuted" in out and "calibration-code-defaults" in out
+    # the claim's verdict names its basis, then one line per basis with its reason
+    data = json.loads((tmp_path / "pfa-heterogeneous-calibration.json").read_text())["data"]
+    assert data["verdict_basis"] and f"pfa-heterogeneous-calibration: {data['verdict']} — {data['verdict_basis']}" in out
+    for v in data["verdicts_by_role"].values():
+        assert f"  {v['basis']}: {v['verdict']} — " in out
 
 
 def test_suite_json(capsys, tmp_path):
     from privaudit.audit.suites import register
 
     register("cli-test", "privatefl-cdp-eps8", 1)
-    register("cli-test", "fedreg-dpsgd-baselines", 1)
+    register("cli-test", "pfa-heterogeneous-calibration", 1)
     code, out, err = run(capsys, "--suite", "cli-test", "--out", str(tmp_path), "--json", "--quiet")
     assert code == 0, err
     data = json.loads(out)
-    assert [a["claim_id"] for a in data["audits"]] == ["privatefl-cdp-eps8", "fedreg-dpsgd-baselines"]
+    assert [a["claim_id"] for a in data["audits"]] == ["privatefl-cdp-eps8", "pfa-heterogeneous-calibration"]
     assert all(a["verdict"] == "refuted" for a in data["audits"])
+    cdp = data["audits"][0]
+    assert cdp["verdict_basis"].startswith("refuted (as implemented)") and cdp["verdicts_by_role"]["implementation"]["verdict"] == "refuted"
+    assert cdp["quotes"] and cdp["claimed_provenance"] == {"epsilon": "stated", "delta": "stated"}
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +95,16 @@ def test_checkpoint_with_too_many_canaries(capsys, checkpoint):
 
 @pytest.mark.parametrize(("args", "match"), [
     (("--claim", "nope"), "unknown claim 'nope'"),
-    (("--claim", "fedreg-dpsgd-baselines", "--trials", "0"), "--trials must be a positive integer"),
-    (("--claim", "fedreg-dpsgd-baselines", "--executor", "threads"), "unknown executor 'threads'"),
+    (("--claim", "pfa-heterogeneous-calibration", "--trials", "0"), "--trials must be a positive integer"),
+    (("--claim", "pfa-heterogeneous-calibration", "--executor", "threads"), "unknown executor 'threads'"),
     (("--suite", "no-such-suite"), "unknown suite 'no-such-suite'"),
-    ((), "exactly one of --list, --claim ID, --suite NAME or --checkpoint DIR"),
-    (("--list", "--claim", "fedreg-dpsgd-baselines"), "exactly one of"),
+    ((), "exactly one of --list, --claim ID, --suite NAME, --checkpoint DIR or --scores FILE"),
+    (("--list", "--claim", "pfa-heterogeneous-calibration"), "exactly one of"),
     (("--checkpoint", "/no/such/run", "--canaries", "10", "--one-run"), "manifest.json is missing"),
     (("--checkpoint", "/no/such/run", "--canaries", "10"), "add --one-run"),
     (("--checkpoint", "/no/such/run", "--one-run"), "needs --canaries"),
-    (("--claim", "fedreg-dpsgd-baselines", "--one-run"), "apply to --checkpoint audits only"),
-    (("--claim", "fedreg-dpsgd-baselines", "--alpha", "2"), "significance must lie in (0, 1)"),
+    (("--claim", "pfa-heterogeneous-calibration", "--one-run"), "apply to --checkpoint audits only"),
+    (("--claim", "pfa-heterogeneous-calibration", "--alpha", "2"), "significance must lie in (0, 1)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, match):
     one_line_error(capsys, *args, match=match)
@@ -102,10 +115,16 @@ def test_ray_executor_when_not_installed(capsys):
 
     if importlib.util.find_spec("ray") is not None:
         pytest.skip("ray is installed here")
-    one_line_error(capsys, "--claim", "fedreg-dpsgd-baselines", "--executor", "ray", match="needs Ray")
+    one_line_error(capsys, "--claim", "pfa-heterogeneous-calibration", "--executor", "ray", match="needs Ray")
 
 
 def test_pending_claim_is_refused_with_its_reason(capsys, monkeypatch):
-    # as on a checkout where FedReg's training code has not landed
-    monkeypatch.setattr(Requirement, "available", lambda self: self.module != FEDREG_TRAINING.module)
-    one_line_error(capsys, "--claim", "fedreg-mg-membership", match="is pending: needs FedReg training")
+    # as on a checkout where a claim's training code has not landed
+    import dataclasses
+
+    from privaudit.audit import claims
+
+    pending = dataclasses.replace(claims.get_claim("pfa-heterogeneous-calibration"),
+                                  requires=(Requirement("privaudit.fl.no_such_module", "training code of a future issue"),))
+    monkeypatch.setitem(claims._BY_ID, pending.claim_id, pending)
+    one_line_error(capsys, "--claim", pending.claim_id, match="is pending: needs training code of a future issue")

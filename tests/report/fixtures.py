@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privaudit.audit.claims import get_claim
 from privaudit.report.results import make_result, write_result
 
 
@@ -30,8 +31,14 @@ def write_fixture_results(root: Path) -> list[Path]:
          "claimed": claim["claimed"], "accountant": claim["accountant"][1:], "lower_bounds": claim["lower_bounds"],
          "verdict": "refuted", "reason": "ε = ∞: the noise takes at most 1000 values"},
     ]
+    older = dict(claim)  # a result file written before claims carried their sources and verdict bases
+    claim.update(get_claim("upcycled-thm6.2-fig3").sources_dict())
+    claim["verdict_basis"] = "refuted (as implemented)"
+    claim["verdicts_by_role"] = {"implementation": {
+        "verdict": "refuted", "basis": "as implemented", "reason": "reference-clock-rng: ε = ∞: the noise takes at most 1000 values",
+        "readings": {"reference-clock-rng": "refuted"}}}
     paths.append(write_result(root / "claims" / "upcycled.json", make_result("claim-audit", "Upcycled-FL Thm 6.2", claim, {"trials": 200}, seed=0)))
-    consistent = dict(claim, claim_id="upcycled-thm6.3-fig4", verdict="consistent", reason="certified ε ≤ 7.2 ≤ claimed 7.39",
+    consistent = dict(older, claim_id="upcycled-thm6.3-fig4", verdict="consistent", reason="certified ε ≤ 7.2 ≤ claimed 7.39",
                       claimed={"epsilon": 7.39, "delta": 0.0}, lower_bounds=[])
     paths.append(write_result(root / "claims" / "objective.json", make_result("claim-audit", "Upcycled-FL Thm 6.3", consistent)))
     per_client = {str(i): {"epsilon": float(e), "budget": 2.0, "rounds": 10, "assumptions": ["Δ = τ/|D|"], "valid": True}

@@ -34,7 +34,16 @@ def test_every_section_and_figure(report):
         assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"({fig.parent.name}/{fig.name})" in md
     assert {f.name for f in files.figures} >= {"ledger-0.png", "epsilon-curve-0.png", "roc.png", "inversion-0.png", "accuracy.png"}
-    assert "**refuted** — the mechanism as implemented" in md and "upcycled-thm6.2-fig3" in md
+    assert "upcycled-thm6.2-fig3" in md
+    # the claim's verdict names its basis, with each basis' reason; a result file without bases shows its reason
+    assert "**refuted** — refuted (as implemented)<br>as implemented: **refuted** — reference-clock-rng: ε = ∞" in md
+    assert "**consistent** — certified ε ≤ 7.2 ≤ claimed 7.39" in md
+    # the claim's own words beside it, and which numbers the paper states and which privaudit chose
+    assert "<br>“The noise parameter σ is 1.0 for all baselines" in md and "(003 §7, Fig. 3 caption)" in md
+    assert "(1.402, 0.001)<br>ε stated, δ chosen" in md
+    assert "| stated by the paper | chosen by privaudit (why) |" in md
+    assert "delta = 0.001 (003 states no δ" in md and "from 000 §6, Fig. 2 caption" in md
+    assert "| upcycled-thm6.3-fig4 | — (no quote recorded) | — | — |" in md
     # each reading of a claim gets its own row with its own evidence and verdict
     assert "| ↳ reference-clock-rng (implementation) | reference code: clock-seeded noise |" in md
     assert "refuted — ε = ∞: the noise takes at most 1000 values" in md
