@@ -25,6 +25,7 @@ figure{margin:1.2em 0}
 figure img{max-width:100%;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}
 .refuted{color:#b03a2e;font-weight:600}.consistent{color:#1e8449;font-weight:600}.inconclusive{color:#9a7d0a;font-weight:600}
+.not-supported{color:#b03a2e;font-weight:600}.supported{color:#1e8449;font-weight:600}.fact{color:#1f618d;font-weight:600}
 .meta{color:#666;font-size:.85em}
 nav ul{columns:2}
 """
@@ -36,8 +37,9 @@ def _inline_html(text: str) -> str:
     """Escape, then allow **bold**, verdict colouring and <br> (the only markup our blocks use)."""
     escaped = html.escape(text).replace("&lt;br&gt;", "<br>")
     escaped = _BOLD.sub(r"<strong>\1</strong>", escaped)
-    for verdict in ("refuted", "consistent", "inconclusive"):
-        escaped = escaped.replace(f"<strong>{verdict}</strong>", f'<strong class="{verdict}">{verdict}</strong>')
+    for verdict in ("refuted", "consistent", "inconclusive", "not supported", "supported", "fact"):  # the last three:
+        css = verdict.replace(" ", "-")  # comparison claims (privaudit.audit.comparison)
+        escaped = escaped.replace(f"<strong>{verdict}</strong>", f'<strong class="{css}">{verdict}</strong>')
     return escaped
 
 

@@ -230,5 +230,5 @@ def test_bad_gradient_canary_checkpoints(capsys, tmp_path, runs):
     one_line_audit_error(capsys, "--checkpoint", str(runs["plain"]), "--gradient-canaries", "10", "--claimed-epsilon", "1",
                    match="give --canary-magnitude C")
     one_line_audit_error(capsys, "--checkpoint", "/no/such/run", "--gradient-canaries", "10", match="manifest.json is missing")
-    one_line_audit_error(capsys, "--claim", "fedreg-dpsgd-baselines", "--gradient-canaries", "10",
+    one_line_audit_error(capsys, "--claim", "pfa-heterogeneous-calibration", "--gradient-canaries", "10",
                    match="apply to --checkpoint audits only")

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.clopper_pearson import cp_bound
 from privaudit.audit.estimators import default_strategy
 from privaudit.audit.gdp import gdp_bound, gdp_statistic
 from privaudit.audit.one_run import one_run_bound
 from privaudit.audit.one_run_fdp import one_run_fdp_bound
-from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.scores import AuditScores
 from privaudit.audit.strategies import (
     DEFAULT_GDP_FAMILY,

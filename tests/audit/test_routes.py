@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -87,7 +88,7 @@ def test_curves_inverse_blow_up():
     xs = np.linspace(0.0, 1.0, 101)
     values = [dp_inverse_blow_up(2.0, 1e-5)(x) for x in xs]
     assert all(0.0 <= v <= x + 1e-12 for v, x in zip(values, xs, strict=True))  # a guess's odds only shrink
-    assert all(a <= b + 1e-12 for a, b in zip(values, values[1:], strict=False))  # non-decreasing
+    assert all(a <= b + 1e-12 for a, b in itertools.pairwise(values))  # non-decreasing
 
 
 def test_pair_parameters_are_group_privacy_for_two():

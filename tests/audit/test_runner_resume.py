@@ -11,7 +11,7 @@ from privaudit.audit.recipes.trial_results import paired_scores
 from privaudit.audit.runner import AuditSettings, run_reading
 from privaudit.errors import InvalidParameterError
 
-CLAIM = get_claim("fedreg-dpsgd-baselines")
+CLAIM = get_claim("pfa-heterogeneous-calibration")
 CALLS: list[int] = []
 FAIL_AFTER: list[int] = []
 

@@ -340,14 +340,20 @@ def test_evidence_outputs_render_and_reload_without_training(tmp_path):
     assert cfg_again == cfg and again["accuracy"] == evidence["accuracy"]
     write_outputs(again, cfg_again)
     assert "Matched PSNR: FedReg+MG 6.000 dB" in paths["report"].read_text()
-    assert "membership audit" in paths["report"].read_text() and "has not been run" in paths["report"].read_text()
-    # with a claims-audit report beside it, MG's measured ε lower bound joins the Table 4 analogue
+    assert "audited as stated" in paths["report"].read_text() and "has not been run" in paths["report"].read_text()
+    # with a claims-audit report beside it, the PSNR claim's verdict and its facts join the Table 4 analogue
     (tmp_path / "claims-audit").mkdir()
     (tmp_path / "claims-audit" / "results.json").write_text(json.dumps({"results": [{"kind": "claim-audit", "data": {
-        "claim_id": "fedreg-mg-membership", "verdict": "refuted", "claimed": {"epsilon": 1.0, "delta": 1e-5},
-        "lower_bounds": [{"estimator": "cp", "epsilon_lb": 3.98, "significance": 0.05}]}}]}))
+        "claim_id": "fedreg-mg-vs-dpsgd-psnr", "verdict": "not supported", "claimed": {"epsilon": None, "delta": None},
+        "verdict_basis": "not supported (as stated), no DP guarantee for FedReg+MG (ε = ∞) (fact)", "readings": [
+            {"reading": "psnr-analytic", "role": "paper", "verdict": "not supported",
+             "details": {"images": 16, "attack": "analytic", "effective_psnr_mean": {"FedReg+MG": 27.5}}},
+            {"reading": "mg-no-dp-guarantee", "role": "fact", "verdict": "fact", "reason": "no DP guarantee for FedReg+MG (ε = ∞): no noise",
+             "details": {"decision": {"fact": "no DP guarantee for FedReg+MG (ε = ∞)"}}}]}}]}))
     write_outputs(again, cfg_again)
-    assert "cp ε ≥ 3.980 (α = 0.050) against a claimed ε = 1.000 — **refuted**" in paths["report"].read_text()
+    report = paths["report"].read_text()
+    assert "Verdict: **not supported** — not supported (as stated)" in report and "FedReg+MG 27.50" in report
+    assert "* fact — no DP guarantee for FedReg+MG (ε = ∞): no noise" in report and "refuted" not in report
     with pytest.raises(InvalidParameterError):
         load_runs(tmp_path / "missing.json")
 

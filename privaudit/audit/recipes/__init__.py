@@ -9,8 +9,9 @@ trials run through the executor in :mod:`privaudit.audit.runner`, and building r
 * :mod:`~privaudit.audit.recipes.privatefl` — PrivateFL CDP (per-tensor clipping, client-level canary clients)
   and LDP participation; trials in :mod:`~privaudit.audit.recipes.privatefl_trials`;
 * :mod:`~privaudit.audit.recipes.pfa` — PFA's reference calibration and participation;
-* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's DP-SGD comparison points (accounting and a DP-SGD client's
-  membership audit) and MG's membership audit; trials in :mod:`~privaudit.audit.recipes.fedreg_trials`;
+* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's claim as stated (it states no ε): FedReg+MG's inversion PSNR
+  against DP-SGD's at the paper's noise levels (:mod:`privaudit.audit.comparison`), with DP-SGD's real ε and MG's
+  "no DP guarantee (ε = ∞)" as facts; trials in :mod:`~privaudit.audit.recipes.fedreg_trials`;
 * shared: :mod:`~privaudit.audit.recipes.accounting`, :mod:`~privaudit.audit.recipes.participation`,
   :mod:`~privaudit.audit.recipes.trial_results`.
 """

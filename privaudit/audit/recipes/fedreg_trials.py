@@ -1,181 +1,183 @@
-"""Trials of FedReg's membership audits: one client's local training with and without a canary record.
+"""Trials of FedReg's PSNR comparison: one image, attacked under every defence of the comparison.
 
-The audited client holds ``client_size`` records drawn (seeded, fixed for the audit) from the pooled training data;
-the canary is a held-out record from the pooled test set with a wrong label (a mislabelled record: the model can
-only fit it by memorising it; spec ``auditing.md`` §3). Add-one neighbours: the in-world client holds the canary as
-well. Every trial trains the client once per world from the same public initial model, with *independent* seeds,
-so in- and out-scores are independent draws of the mechanism (what the multi-run estimators need).
+FedReg (002 §4.5, App. B.4) measures privacy by the PSNR of the image a gradient-inversion attack recovers from a
+client's update after **one local step on one data point**. :func:`psnr_trial` does exactly that for one image of a
+packaged dataset, under each defence of the comparison — FedAvg (no defence, the attack's own check), DP-SGD at each
+of the paper's noise multipliers σ (clip C, Abadi et al. 2016), FedReg without and with modified gradients (MG,
+eq. 12) — from the same seeded initial weights, and attacks every update with the same attack and random start, so
+that the rows of one trial are paired.
 
-Threat model: the server sees the client's released model (FedReg's server receives every client's update) and knows
-the initial model, the algorithm and the client's other records (the DP adversary). Score: how much closer the release
-is to the auditor's own in-world run than to its out-world run (:func:`reference_distance_score`); the LOSS score
-(the canary's negative cross-entropy, Yeom et al. 2018) is kept beside it.
+Attackers: ``analytic`` (closed-form first-layer recovery, exact on an FC-first model) or ``ig`` (Inverting
+Gradients; its attacker assumes plain FedAvg — the *naive* attacker against FedReg, as in the paper), plus, when
+``spec["adaptive"]``, the *adaptive* attacker against FedReg and FedReg+MG (``adaptive-mg``: the same optimisation
+through a simulation of FedReg's step with the protocol's public hyper-parameters; audit point R4). The attacker
+infers the label unless ``labels_known``.
 
-:func:`membership_trial` trains either local DP-SGD (``privacy`` block: :class:`privaudit.fl.dpsgd.DPSGD` through
-:class:`privaudit.fl.local_dp.LocalDP`, full batches q = 1, clip C, noise multiplier σ) on top of FedAvg's client, or
-a registry algorithm as it is (``fedreg-mg``: FedReg with modified gradients, no noise); T full-batch local steps.
+Each trial also scores the **data-only baseline**: the mean of the dataset's other images, what an attacker who
+ignores the update would output. An attacker can always output it, so the comparison uses
+max(attack PSNR, baseline PSNR) per image (:mod:`privaudit.audit.recipes.fedreg`). PSNRs are capped at
+``psnr_cap`` dB (an exact recovery scores +∞; above the cap only float rounding differs) so that means stay finite.
+
+Trials import torch and :mod:`attacks.inversion`; the recipe that plans them does not.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+#: The FedReg hyper-parameters an adaptive attacker takes from the protocol (they are public).
+FEDREG_PUBLIC = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize", "clamp_fgsm")
+
+
+def defence_ids(spec: dict[str, Any]) -> list[str]:
+    """``fedavg``, ``dpsgd:<σ>`` for each σ of the spec, ``fedreg``, ``fedreg-mg`` — the rows of a trial."""
+    return ["fedavg", *[f"dpsgd:{float(s):g}" for s in spec["sigmas"]], "fedreg", "fedreg-mg"]
+
+
+def attackers(spec: dict[str, Any], defence: str) -> list[str]:
+    """The attackers run against ``defence``: ``analytic``, or ``naive`` (IG) and, for FedReg(+MG), ``adaptive``."""
+    if spec["attack"] == "analytic":
+        return ["analytic"]
+    if defence.startswith("fedreg") and spec.get("adaptive"):
+        return ["naive", "adaptive"]
+    return ["naive"]
+
 
 @dataclass(frozen=True, eq=False)
-class MembershipProblem:
+class Pool:
+    """The packaged dataset's pooled training images (raw values), their data spec and their sum."""
+
     x: np.ndarray
     y: np.ndarray
-    canary_x: np.ndarray
-    canary_y: int
-    input_shape: tuple[int, ...]
-    num_classes: int
-
-    def client(self, world: str):
-        from privaudit.data.base import ClientData
-
-        x, y = self.x, self.y
-        if world == "in":
-            x = np.concatenate([x, self.canary_x[None]])
-            y = np.concatenate([y, [self.canary_y]])
-        return ClientData(x.astype(np.float32), y.astype(np.int64), self.x[:8].astype(np.float32), self.y[:8].astype(np.int64))
+    spec: Any  # attacks.inversion.DataSpec
+    total: np.ndarray
 
 
-def _key(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def problem_from_spec(spec: dict[str, Any]) -> MembershipProblem:
-    return _problem(_key(spec["data"]))
-
-
-@lru_cache(maxsize=8)
-def _problem(data_key: str) -> MembershipProblem:
+@lru_cache(maxsize=4)
+def pool(dataset: str, data_seed: int) -> Pool:
+    from attacks.inversion import DataSpec
     from privaudit.data import load_dataset
 
-    data = json.loads(data_key)
-    dataset = load_dataset(data["dataset"], seed=int(data["data_seed"]))
-    pooled_x = np.concatenate([c.x_train for c in dataset.clients]).astype(np.float32)
-    pooled_y = np.concatenate([c.y_train for c in dataset.clients]).astype(np.int64)
-    rng = np.random.default_rng(np.random.SeedSequence([int(data["data_seed"]), int(data["client_size"]), 0xFED5]))
-    rows = rng.choice(len(pooled_y), size=int(data["client_size"]), replace=False)
-    test_x, test_y = dataset.test if dataset.test is not None else (pooled_x, pooled_y)
-    pick = int(rng.integers(len(test_y)))
-    wrong = (int(test_y[pick]) + 1 + int(rng.integers(dataset.num_classes - 1))) % dataset.num_classes
-    return MembershipProblem(pooled_x[rows], pooled_y[rows], np.asarray(test_x[pick], np.float32), wrong,
-                             tuple(dataset.input_shape), int(dataset.num_classes))
+    data = load_dataset(dataset, seed=int(data_seed))
+    x = np.concatenate([c.x_train for c in data.clients if c.num_train]).astype(np.float32)
+    y = np.concatenate([c.y_train for c in data.clients if c.num_train]).astype(np.int64)
+    mean, std = data.normalization if data.normalization is not None else (None, None)
+    spec = DataSpec(data.input_shape, data.num_classes, tuple(data.data_range), mean, std)
+    return Pool(x, y, spec, x.astype(np.float64).sum(axis=0))
 
 
-def _initial_model(spec: dict[str, Any], problem: MembershipProblem):
-    """The public initial model the server sends: the named architecture under the audit's fixed init seed."""
+def _defence(defence: str, spec: dict[str, Any]):
+    from attacks.inversion import parse_defence
+
+    local = {"lr": float(spec["local"]["lr"]), "local_steps": int(spec["local"]["local_steps"]), "batch_size": None}
+    if defence.startswith("dpsgd:"):
+        return parse_defence(defence, {**local, "clip_norm": float(spec["clip"])})
+    if defence.startswith("fedreg"):
+        return parse_defence(defence, {**local, **dict(spec["fedreg"])})
+    return parse_defence(defence, local)
+
+
+def _attack(attacker: str, spec: dict[str, Any], release):
+    from attacks.inversion import build_attack
+
+    if attacker == "analytic":
+        return build_attack("analytic")
+    options = dict(spec.get("attack_options", {}))
+    if attacker == "adaptive":
+        for key in FEDREG_PUBLIC:
+            options.setdefault(key, getattr(release, key))
+        return build_attack("adaptive-mg", **options)
+    return build_attack("ig", **options)
+
+
+def _capped(value: float, cap: float) -> float:
+    return float(cap) if not math.isfinite(value) or value > cap else float(value)
+
+
+def psnr_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One image (drawn from ``seed``) attacked under every defence; see the module docstring.
+
+    Returns ``{"image", "label", "baseline_psnr", "rows": [{"defence", "attacker", "psnr", "exact", "ssim",
+    "label_accuracy", "seconds"}, …]}`` — ``psnr`` capped at ``psnr_cap`` (``exact``: the uncapped PSNR was above it).
+    """
     import torch
 
+    from attacks.inversion import attack_and_score, release_update
+    from attacks.metrics import psnr
     from privaudit.models import build_model
 
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(int(spec["training"]["init_seed"]))
-        return build_model(spec["training"]["model"], problem.input_shape, problem.num_classes)
-    finally:
-        torch.random.set_rng_state(generator_state)
+    data = pool(str(spec["dataset"]), int(spec["data_seed"]))
+    rng = np.random.default_rng(int(seed))
+    index = int(rng.integers(len(data.y)))
+    init_seed, noise_seed, attack_seed = (int(v) for v in rng.integers(0, 2**31 - 1, size=3))
+    inputs = torch.from_numpy(data.x[index:index + 1])
+    labels = torch.from_numpy(data.y[index:index + 1])
+    cap = float(spec["psnr_cap"])
+
+    others = torch.from_numpy(((data.total - data.x[index]) / (len(data.y) - 1)).astype(np.float32))[None]
+    truth = data.spec.to_unit_range(inputs)[0].numpy()
+    baseline = _capped(psnr(truth, data.spec.to_unit_range(others)[0].numpy()), cap)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(init_seed)
+        weights = {k: v.detach().clone() for k, v in
+                   build_model(spec["model"], data.spec.shape, data.spec.num_classes).state_dict().items()}
+
+    def factory() -> torch.nn.Module:
+        return build_model(spec["model"], data.spec.shape, data.spec.num_classes)
+
+    rows = []
+    for defence in defence_ids(spec):
+        release = _defence(defence, spec)
+        payload = release_update(release, factory, weights, inputs, labels, data.spec, seed=noise_seed,
+                                 labels_known=bool(spec.get("labels_known", False)))
+        for attacker in attackers(spec, defence):
+            started = time.perf_counter()
+            scored = attack_and_score(_attack(attacker, spec, release), [(payload, inputs, labels)], data.spec,
+                                      seed=attack_seed)
+            value = float(scored.psnr[0])
+            rows.append({"defence": defence, "attacker": attacker, "psnr": _capped(value, cap),
+                         "exact": bool(not math.isfinite(value) or value > cap), "ssim": float(scored.ssim[0]),
+                         "label_accuracy": float(scored.label_scores[0]) if scored.label_scores else None,
+                         "seconds": time.perf_counter() - started})
+    return {"image": index, "label": int(data.y[index]), "baseline_psnr": baseline, "rows": rows}
 
 
-def canary_loss_score(model, state, problem: MembershipProblem) -> float:
-    """−ℓ(θ; canary): the LOSS attack's score of the canary under the released model ``state``."""
-    import torch
-    import torch.nn.functional as F
-    from torch.func import functional_call
+def release_is_deterministic(spec: dict[str, Any], seeds: tuple[int, int] = (1, 2)) -> dict[str, Any]:
+    """FedReg+MG's release twice on the same image under two seeds, and once on a neighbouring image.
 
-    with torch.no_grad():
-        logits = functional_call(model, dict(state), (torch.from_numpy(problem.canary_x[None]),))
-        return -float(F.cross_entropy(logits.double(), torch.tensor([problem.canary_y])))
-
-
-def _run_client(problem: MembershipProblem, world: str, spec: dict[str, Any], algorithm, seed: int):
-    from privaudit.data.base import FederatedDataset
-    from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.federation import run_federation
-
-    training = spec["training"]
-    client = problem.client(world)
-    dataset = FederatedDataset(name=f"fedreg-audit-{world}", clients=[client], num_classes=problem.num_classes,
-                               input_shape=problem.input_shape)
-    local = LocalTrainingConfig(epochs=int(training["steps"]), batch_size=len(client.y_train), lr=float(training["lr"]),
-                                momentum=0.0)
-    config = FederationConfig(rounds=1, local=local, seed=int(seed) & ((1 << 62) - 1), execution="sequential",
-                              eval_every=10**6)
-    model = _initial_model(spec, problem)
-    return model, run_federation(dataset, model, algorithm, config, progress=False)
-
-
-def _algorithm(spec: dict[str, Any]):
-    """The client's training: the registry algorithm, wrapped in local DP-SGD when the spec names a privacy block."""
-    from privaudit.fl.algorithms.registry import make_algorithm
-
-    training = spec["training"]
-    algorithm = make_algorithm(training["algorithm"], dict(training.get("options", {})))
-    privacy = spec.get("privacy")
-    if privacy is None:
-        return algorithm
-    from privaudit.fl.local_dp import LocalDP, LocalDPConfig
-
-    return LocalDP(algorithm, LocalDPConfig(noise_multiplier=float(privacy["sigma"]), clip_norm=float(privacy["clip"]),
-                                            sample_rate=1.0))
-
-
-def _flat(state) -> np.ndarray:
-    return np.concatenate([v.detach().double().reshape(-1).numpy() for v in state.values()])
-
-
-def _release(problem: MembershipProblem, world: str, spec: dict[str, Any], seed: int):
-    model, result = _run_client(problem, world, spec, _algorithm(spec), seed)
-    return model, result.state, list(result.ledger.events)
-
-
-@lru_cache(maxsize=8)
-def _references(spec_key: str) -> tuple[np.ndarray, np.ndarray]:
-    """The auditor's own runs of the client in both worlds (its fixed seed): the releases it compares against."""
-    spec = json.loads(spec_key)
-    problem = problem_from_spec(spec)
-    seed = int(spec["auditor_seed"])
-    return tuple(_flat(_release(problem, world, spec, seed)[1]) for world in ("out", "in"))  # type: ignore[return-value]
-
-
-def reference_distance_score(release: np.ndarray, references: tuple[np.ndarray, np.ndarray]) -> float:
-    """‖θ − r_out‖ − ‖θ − r_in‖: larger = closer to the auditor's in-world run = member."""
-    r_out, r_in = references
-    return float(np.linalg.norm(release - r_out) - np.linalg.norm(release - r_in))
-
-
-def membership_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
-    """One trial: the client trained once per world with independent seeds; both releases scored.
-
-    Score: :func:`reference_distance_score` against the auditor's own runs of both worlds (white-box: the auditor knows
-    the client's data but the canary bit, the algorithm and the initial model — the DP adversary; the seeds of the
-    audited runs are secret). The LOSS score (−ℓ(θ; canary)) is returned beside it. With ``spec["repeat"]`` the
-    out-world is trained once more under another seed: ``repeat_distance`` = ‖θ_out − θ'_out‖ against
-    ``in_out_distance`` = ‖θ_in − θ_out‖ shows how much of the release is random at all.
+    ``repeat_distance`` = ‖u(D; seed₁) − u(D; seed₂)‖ (0: the release is a deterministic function of the data — it
+    draws no noise), ``neighbour_distance`` = ‖u(D) − u(D')‖ for D' holding another image instead (> 0: the release
+    depends on the data). Together: P[M(D) = u(D)] = 1 and P[M(D') = u(D)] = 0, so no (ε, δ) with δ < 1 holds.
     """
-    from privaudit.fl.seeding import SeedTree
+    import torch
 
-    tree = SeedTree(int(seed))
-    problem = problem_from_spec(spec)
-    references = _references(_key({k: v for k, v in spec.items() if k != "repeat"}))
-    out: dict[str, Any] = {}
-    flat = {}
-    for world in ("out", "in"):
-        model, state, events = _release(problem, world, spec, tree.integer(world))
-        flat[world] = _flat(state)
-        out[world] = reference_distance_score(flat[world], references)
-        out[f"{world}_loss_score"] = canary_loss_score(model, state, problem)
-        out[f"{world}_steps"] = int(sum(e.count for e in events))
-        out[f"{world}_mechanisms"] = sorted({type(e.mechanism).__name__ for e in events})
-    out["in_out_distance"] = float(np.linalg.norm(flat["in"] - flat["out"]))
-    if spec.get("repeat"):
-        _, state, _ = _release(problem, "out", spec, tree.integer("out-again"))
-        out["repeat_distance"] = float(np.linalg.norm(_flat(state) - flat["out"]))
-    return out
+    from attacks.inversion import release_update
+    from privaudit.models import build_model
+
+    data = pool(str(spec["dataset"]), int(spec["data_seed"]))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        weights = {k: v.detach().clone() for k, v in
+                   build_model(spec["model"], data.spec.shape, data.spec.num_classes).state_dict().items()}
+
+    def factory() -> torch.nn.Module:
+        return build_model(spec["model"], data.spec.shape, data.spec.num_classes)
+
+    release = _defence("fedreg-mg", spec)
+
+    def update(index: int, seed: int) -> torch.Tensor:
+        payload = release_update(release, factory, weights, torch.from_numpy(data.x[index:index + 1]),
+                                 torch.from_numpy(data.y[index:index + 1]), data.spec, seed=seed)
+        return torch.cat([v.reshape(-1).double() for v in payload.update.values()])
+
+    first, again, neighbour = update(0, seeds[0]), update(0, seeds[1]), update(1, seeds[0])
+    return {"repeat_distance": float(torch.linalg.norm(first - again)),
+            "neighbour_distance": float(torch.linalg.norm(first - neighbour)),
+            "update_norm": float(torch.linalg.norm(first)), "model": spec["model"], "dataset": spec["dataset"]}
