@@ -11,7 +11,7 @@ BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.privaudit-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint test-slow bench claims browser clean-venv
+.PHONY: demo test lint test-slow bench claims validity browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ claims: $(STAMP)
 	$(BIN)/privaudit audit --suite claims --executor $(CLAIMS_EXECUTOR) --out audits/claims
 	$(BIN)/privaudit report audits/claims --out reports/claims-audit --title "privaudit — the papers' privacy claims"
 	sed 's#](figures/#](claims-audit/figures/#g' reports/claims-audit/report.md > reports/claims-audit.md
+
+# The validity suite's full grid: coverage P[ε_lb > ε_true] ≤ α of every route × strategy × score shape × design,
+# and each route's tightness on the Gaussian mechanism → reports/validity.md (VALIDITY_ARGS="--json PATH" adds the
+# raw numbers). About 10 CPU-minutes; the fast subset runs in `make test` (tests/audit/test_validity_suite.py).
+VALIDITY_ARGS ?=
+validity: $(STAMP)
+	$(BIN)/python benchmarks/validity_grid.py --out reports/validity.md $(VALIDITY_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

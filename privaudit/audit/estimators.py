@@ -14,10 +14,13 @@ mechanism were ``power_factor``× less private (:mod:`privaudit.audit.power`, re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+
+import numpy as np
 
 from privaudit.audit.assumptions import MechanismFamily
 from privaudit.audit.ceiling import ceiling
@@ -27,6 +30,19 @@ from privaudit.audit.routes import ROUTES, Route, applicable_routes, resolve_ass
 from privaudit.audit.scores import AuditScores, check_delta, check_positive_delta, check_significance
 from privaudit.audit.strategies import MultiSplit, Split, Strategy
 from privaudit.errors import InvalidParameterError
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_ceiling(name: str, n_in: int, n_out: int, strategy: Strategy, significance: float, delta: float,
+                    two_sided: bool) -> float:
+    """The ceiling depends only on the route, sample sizes, strategy, α, δ and sidedness: computed once per tuple."""
+    chosen = route(name)
+
+    def bound(candidate: AuditScores, picked: Strategy = strategy) -> float:
+        return chosen.bound(candidate, significance, delta, picked, two_sided)[0]
+
+    sizes = AuditScores.trusted(np.zeros(n_in), np.zeros(n_out))
+    return _ceiling(chosen, bound, sizes, strategy, significance, delta)
 
 
 def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
@@ -96,7 +112,7 @@ def estimate(
         significance=significance,
         delta=delta,
         strategy=strategy,
-        ceiling=_ceiling(chosen, bound, scores, strategy, significance, delta),
+        ceiling=_cached_ceiling(name, scores.n_in, scores.n_out, strategy, significance, delta, two_sided),
         power=power,
         n_in=scores.n_in,
         n_out=scores.n_out,

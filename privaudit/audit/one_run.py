@@ -10,9 +10,11 @@ and ε_lb = inf{ε ≥ 0 : p(ε, δ) > α} (:func:`privaudit.audit.epsilon_searc
 With δ = 0 this is the binomial tail of randomised response. The 2mδ term makes the bound vacuous for
 large m·δ (spec §5.1: at δ = 1e-3 even a perfect attack is capped near 3.6).
 
-Assumption the auditor cannot check: each canary's membership was an independent fair coin. With a
-fixed n_in/n_out split instead, the count of correct guesses is less spread than the binomial, so the
-bound stays valid (conservative).
+Assumption the auditor cannot check: each canary's membership was an independent fair coin (design
+``bernoulli``, :mod:`privaudit.audit.assumptions`). With fixed in/out counts the bound is NOT valid: on identical
+in/out scores with 900 in / 100 out, guessing "in" for the top tenth is right 90 % of the time and certifies ε > 0 in
+every run. The route therefore refuses the ``fixed`` and ``trials`` designs; :mod:`privaudit.audit.one_run_paired`
+is the valid route there.
 """
 
 from __future__ import annotations

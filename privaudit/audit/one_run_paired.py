@@ -6,7 +6,9 @@ right 90 % of the time with no signal at all, and the binomial p-value of :mod:`
 ε > 0 on identical in/out scores. This route restores fair coins by pairing.
 
 Construction. Let p = min(n_in, n_out). Draw, independently of the scores, p of the larger side's canaries and a
-uniformly random matching of them with the smaller side's. If the "in" set was a uniformly random subset of its
+uniformly random matching of them with the smaller side's. The draw is seeded (:data:`PAIRING_SEED`, reproducible)
+and uses positions in the two arrays, so the scores must be listed in an order that does not depend on their values
+(canary order, not sorted by score) — part of the ``fixed`` design's statement. If the "in" set was a uniformly random subset of its
 size (assumption ``fixed``; Bernoulli inclusion and independent trials satisfy it), then *given the p unordered
 pairs and the unpaired canaries*, which member of each pair is "in" is an independent fair coin: each of the
 2^p labellings is the image of exactly one "in" set, and each such set produces these pairs with the same

@@ -1,0 +1,406 @@
+"""The validity suite's full grid (``make validity``): coverage of every route and a tightness table.
+
+For every route × strategy × scenario × design (parts in :mod:`privaudit.audit.validity`) it runs R seeded
+audits and reports the over-claim rate P[ε_lb > ε_true] with its 95% Clopper–Pearson interval against α;
+then the tightness of each route on the Gaussian mechanism (mean ε_lb/ε_true at n = 10⁴). Writes
+``reports/validity.md`` (``--json PATH`` also writes every cell's raw numbers) with the exact command, the
+machine, the seeds and the wall time. Numbers are only ever what this run measured.
+
+Flagged cells (coverage above α at R, not significantly) are re-run on fresh draws with ``--confirm-runs`` audits.
+
+Usage: ``.venv/bin/python benchmarks/validity_grid.py [--runs 200] [--confirm-runs 1000] [--tight-runs 10] [--tight-n 10000]
+[--seed 0] [--workers 2] [--alpha 0.05] [--routes cp,gdp] [--out reports/validity.md] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import scipy
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from privaudit.audit.validity import (
+    NULL_SHAPES,
+    Bernoulli,
+    Cell,
+    CoverageResult,
+    Fixed,
+    GaussianMechanism,
+    LaplaceMechanism,
+    NullScores,
+    RandomizedResponse,
+    RouteInfo,
+    Tightness,
+    Trials,
+    available_routes,
+    evaluate_cell,
+    gated,
+    measure_tightness,
+    strategy_names,
+)
+
+SCENARIOS = (
+    *(NullScores(shape) for shape in NULL_SHAPES),
+    GaussianMechanism(1.0),
+    LaplaceMechanism(2.0),
+    RandomizedResponse(2.0),
+)
+DESIGNS = (
+    Trials(500, 500),
+    Trials(900, 100),
+    Trials(100, 900),
+    Fixed(500, 500),
+    Fixed(900, 100),
+    Fixed(100, 900),
+    Bernoulli(1000),
+)
+#: The pure block (δ = 0): scenarios whose ε at δ = 0 is finite, the routes' default strategies.
+PURE_SCENARIOS = (NullScores("continuous"), LaplaceMechanism(2.0), RandomizedResponse(2.0))
+PURE_DESIGNS = (Trials(500, 500), Fixed(500, 500), Bernoulli(1000))
+AUDIT_DELTA = 1e-5
+TIGHTNESS_MUS = (0.5, 1.0, 2.0)
+HEADLINE_MU = 1.0
+
+
+def grid(routes: tuple[RouteInfo, ...], alpha: float) -> list[Cell]:
+    cells = [
+        Cell(route.name, strategy, scenario, design, AUDIT_DELTA, alpha)
+        for scenario in SCENARIOS
+        for design in DESIGNS
+        for route in routes
+        for strategy in strategy_names(route.kind)
+    ]
+    cells += [
+        Cell(route.name, "default", scenario, design, 0.0, alpha)
+        for scenario in PURE_SCENARIOS
+        for design in PURE_DESIGNS
+        for route in routes
+    ]
+    return cells
+
+
+def _run_cell(cell: Cell, runs: int, seed: int) -> CoverageResult:
+    return evaluate_cell(cell, runs, seed)
+
+
+def _run_tightness(route: RouteInfo, strategy: str, mu: float, n: int, runs: int, alpha: float, seed: int) -> Tightness:
+    return measure_tightness(route, strategy, mu=mu, delta=AUDIT_DELTA, n=n, runs=runs, significance=alpha, base_seed=seed)
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞"
+    return f"{value:.{digits}g}"
+
+
+def _claim(result: CoverageResult) -> str:
+    if result.claim is None:
+        return "— (ungated)"
+    refused = ", ".join(f"{c} refused" for c, _ in result.refusals)
+    return f"`{result.claim}`" + (f" ({refused})" if refused else "")
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} logical CPUs; Python "
+            f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}")
+
+
+def _commit() -> str:
+    """The commit of the privaudit package under test (which may be another checkout than this script's)."""
+    import privaudit
+
+    root = Path(privaudit.__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + (" with uncommitted changes" if dirty else "")
+
+
+def _summary_rows(results: list[CoverageResult], tightness: list[Tightness], routes, alpha: float,
+                  confirmed: dict[str, CoverageResult], tight_n: int) -> list[str]:
+    by_route: dict[str, list[CoverageResult]] = defaultdict(list)
+    for result in results:
+        by_route[result.cell.route].append(result)
+    headline = {t.route: t for t in tightness if t.strategy == "default" and t.mu == HEADLINE_MU}
+    rows = ["| route | families · designs declared | cells run | not run | never run on | worst coverage (cell) | 95% CI | "
+            f"vs α | fail / flag | tightness ε_lb/ε_true (Gaussian μ={HEADLINE_MU:g}, n={tight_n}, default) |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for route in routes:
+        ran = [r for r in by_route[route.name] if r.status != "not run"]
+        skipped = len(by_route[route.name]) - len(ran)
+        declared = ("—" if route.families is None else ", ".join(route.families)) + " · " + (
+            "—" if route.designs is None else ", ".join(route.designs))
+        never = _never_run(by_route[route.name])
+        if not ran:
+            rows.append(f"| {route.name} | {declared} | 0 | {skipped} | {never} | — | — | — | — | — |")
+            continue
+        worst = max(ran, key=lambda r: (r.coverage, r.interval[0]))
+        fails = sum(r.status == "fail" for r in ran)
+        flags = sum(r.status == "flag" for r in ran)
+        where = f"{worst.cell.strategy}, {worst.cell.scenario.name}, {worst.cell.design.label}, δ={worst.cell.delta:g}"
+        verdict = "**INVALID**" if fails else ("≤ α" if worst.coverage <= alpha else "above α (not significant)")
+        again = confirmed.get(worst.cell.key)
+        if not fails and again is not None:
+            verdict += (f"; re-run (R={again.runs}, seed {'+'}1): {again.coverage:.3f} "
+                        f"[{again.interval[0]:.3f}, {again.interval[1]:.3f}], {again.status}")
+        tight = headline.get(route.name)
+        tight_text = "not run" if tight is None or tight.runs == 0 else f"{tight.mean_fraction:.3f} ± {tight.sd_fraction:.3f}"
+        if fails and tight is not None and tight.runs:
+            tight_text += " (route not valid)"
+        rows.append(f"| {route.name} | {declared} | {len(ran)} | {skipped} | {never} | {worst.coverage:.3f} ({where}) | "
+                    f"[{worst.interval[0]:.3f}, {worst.interval[1]:.3f}] | {verdict} | {fails} / {flags} | {tight_text} |")
+    return rows
+
+
+def _never_run(results: list[CoverageResult]) -> str:
+    """The scenarios and splits on which a route never ran (refused, or took none of the strategies), or "—"."""
+    def never(key) -> list[str]:
+        seen: dict[str, bool] = {}
+        for r in results:
+            seen[key(r)] = seen.get(key(r), False) or r.status != "not run"
+        return [name for name, ran in seen.items() if not ran]
+
+    parts = never(lambda r: r.cell.scenario.name) + never(lambda r: r.cell.design.label)
+    return ", ".join(parts) if parts else "—"
+
+
+def _coverage_rows(results: list[CoverageResult]) -> list[str]:
+    rows = ["| route | strategy | scenario | split | δ | claim | ε_true | runs | coverage | 95% CI | mean ε_lb | max ε_lb | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if r.status == "not run":
+            continue
+        c = r.cell
+        verdict = {"fail": "**FAIL**", "flag": "flag", "pass": "pass"}[r.status]
+        rows.append(f"| {c.route} | {c.strategy} | {c.scenario.name} | {c.design.label} | {c.delta:g} | {_claim(r)} | "
+                    f"{_fmt(r.true_epsilon)} | {r.runs} | {r.coverage:.3f} | [{r.interval[0]:.3f}, {r.interval[1]:.3f}] | "
+                    f"{_fmt(r.mean_lb)} | {_fmt(r.max_lb)} | {verdict} |")
+    return rows
+
+
+def _not_run_rows(results: list[CoverageResult]) -> list[str]:
+    """One row per route × split × reason, naming the scenarios and strategies it covers ("all" when it covers all)."""
+    groups: dict[tuple[str, str, str], tuple[dict[str, None], dict[str, None]]] = {}
+    all_scenarios = {r.cell.scenario.name for r in results}
+    for r in results:
+        if r.status != "not run":
+            continue
+        c = r.cell
+        scenarios, strategies = groups.setdefault((c.route, f"{c.design.label}, δ={c.delta:g}", r.reason), ({}, {}))
+        scenarios[c.scenario.name] = None
+        strategies[c.strategy] = None
+    rows = ["| route | split, δ | scenarios | strategies | reason |", "|---|---|---|---|---|"]
+    for (route, design, reason), (scenarios, strategies) in groups.items():
+        named = "all" if set(scenarios) == all_scenarios else ", ".join(scenarios)
+        rows.append(f"| {route} | {design} | {named} | {', '.join(strategies)} | {reason.replace('|', '/')} |")
+    return rows
+
+
+def _tightness_rows(tightness: list[Tightness], invalid: dict[str, list[CoverageResult]]) -> list[str]:
+    rows = ["| route | strategy | μ | ε_true (δ=1e-5) | design, n | claim | runs | mean ε_lb/ε_true | sd | "
+            "route valid in the grid? |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in tightness:
+        if t.runs == 0:
+            rows.append(f"| {t.route} | {t.strategy} | {t.mu:g} | {t.true_epsilon:.3f} | {t.design}, {t.n} | — | 0 | not run: "
+                        f"{t.reason.replace('|', '/')} | — | — |")
+            continue
+        failing = invalid.get(t.route, [])
+        valid = "yes" if not failing else (
+            f"no: {len(failing)} failing cells ({', '.join(sorted({r.cell.scenario.family for r in failing}))} scores)")
+        rows.append(f"| {t.route} | {t.strategy} | {t.mu:g} | {t.true_epsilon:.3f} | {t.design}, {t.n} | "
+                    f"{t.claim or '—'} | {t.runs} | {t.mean_fraction:.3f} | {t.sd_fraction:.3f} | {valid} |")
+    return rows
+
+
+def _confirmation_rows(results: list[CoverageResult], confirmed: dict[str, CoverageResult]) -> list[str]:
+    rows = ["| route | strategy | scenario | split | δ | first run: coverage (R) | re-run: coverage (R) | re-run 95% CI | "
+            "re-run verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        again = confirmed.get(r.cell.key)
+        if again is None:
+            continue
+        c = r.cell
+        rows.append(f"| {c.route} | {c.strategy} | {c.scenario.name} | {c.design.label} | {c.delta:g} | "
+                    f"{r.coverage:.3f} ({r.runs}) | {again.coverage:.3f} ({again.runs}) | "
+                    f"[{again.interval[0]:.3f}, {again.interval[1]:.3f}] | {again.status} |")
+    return rows
+
+
+def write_report(path: Path, results, tightness, routes, args, seconds: float, cpu_seconds: float, command: str,
+                 confirmed: dict[str, CoverageResult]) -> None:
+    invalid: dict[str, list[CoverageResult]] = defaultdict(list)
+    for result in results:
+        if result.status == "fail":
+            invalid[result.cell.route].append(result)
+    ran = [r for r in results if r.status != "not run"]
+    lines = [
+        "# Validity suite: P[ε_lb > ε_true] ≤ α for every route, strategy, score shape and design",
+        "",
+        f"Command: `{command}` (what `make validity` runs). Commit {_commit()}; "
+        f"{dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; machine: {_machine()}; "
+        f"{args.workers} worker process(es); wall time {seconds / 60:.1f} min, CPU time of the workers "
+        f"{cpu_seconds / 60:.1f} min (the wall time on an otherwise idle machine is about CPU time ÷ workers).",
+        "",
+        f"α = {args.alpha}; R = {args.runs} audits per cell; audited δ = {AUDIT_DELTA:g} (plus a δ = 0 block for the pure "
+        f"mechanisms); base seed {args.seed}: repetition r of a scenario × design draws its scores from "
+        f"`SeedSequence([{args.seed}, crc32(scenario), crc32(split), r])`, the same draws for every route and strategy. "
+        f"Routes gated by mechanism claim and design: {'yes' if gated() else 'no (the auditor takes no claim or design)'}.",
+        "",
+        "Coverage = fraction of the R audits with ε_lb > ε_true, with its two-sided 95% Clopper–Pearson interval. "
+        "Verdict: **FAIL** when the whole interval lies above α (significantly invalid), *flag* when the point "
+        "estimate is above α but the interval reaches it, *pass* otherwise. The claim is the most general true "
+        "mechanism claim (`any` ⊃ `gaussian`, `pure`) the route accepts for the scenario; the refusals before it "
+        "are listed. Scenarios: identical in/out scores (null; continuous N(0,1), heavy-tailed Cauchy, discrete "
+        "uniform on 0..3, constant 0; ε_true = 0), the Gaussian mechanism N(1,1) vs N(0,1) (exact ε(δ), Dong, Roth & "
+        "Su 2022), Laplace Lap(1, ½) vs Lap(0, ½) (pure ε₀ = 2, ε(δ) = ε₀ + 2 ln(1 − δ)) and randomized response "
+        "with ε₀ = 2 (ε(δ) = ln(e^ε₀ − δ(1 + e^ε₀))). Splits: `trials a/b` = a in-scores and b out-scores from "
+        "independent runs; `fixed a/b` = one run, exactly a of a + b canaries in; `bernoulli(½)` = one run, each "
+        "canary in with probability ½.",
+        "",
+        "## Summary by route",
+        "",
+        *_summary_rows(results, tightness, routes, args.alpha, confirmed, args.tight_n),
+        "",
+        f"{len(ran)} cells run, {len(results) - len(ran)} not run (listed below with their reasons); "
+        f"{sum(r.status == 'fail' for r in ran)} fail, {sum(r.status == 'flag' for r in ran)} flagged.",
+        "",
+        f"## Tightness on the Gaussian mechanism (δ = {AUDIT_DELTA:g}, n = {args.tight_n} per side for trials, "
+        f"m = {args.tight_n} canaries for one-run designs, {args.tight_runs} audits each)",
+        "",
+        *_tightness_rows(tightness, invalid),
+        "",
+        f"## Flagged cells re-run ({args.confirm_runs} audits, base seed {args.seed + 1}: fresh draws)",
+        "",
+        *(_confirmation_rows(results, confirmed) if confirmed else ["None were flagged." if args.confirm_runs
+                                                                    else "Re-runs disabled (--confirm-runs 0)."]),
+        "",
+        "## Every cell run",
+        "",
+        *_coverage_rows(results),
+        "",
+        "## Not run (the route refused, or does not take the strategy or δ)",
+        "",
+        *_not_run_rows(results),
+        "",
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def _to_json(results, tightness) -> dict:
+    return {
+        "cells": [
+            {"route": r.cell.route, "strategy": r.cell.strategy, "scenario": r.cell.scenario.name, "split": r.cell.design.label,
+             "delta": r.cell.delta, "alpha": r.cell.significance, "status": r.status, "claim": r.claim, "runs": r.runs,
+             "exceed": r.exceed, "coverage": r.coverage, "interval": list(r.interval), "true_epsilon": r.true_epsilon,
+             "mean_lb": r.mean_lb, "max_lb": r.max_lb, "reason": r.reason, "refusals": [list(x) for x in r.refusals],
+             "seconds": r.seconds}
+            for r in results
+        ],
+        "tightness": [t.__dict__ for t in tightness],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="audits per coverage cell (R)")
+    parser.add_argument("--confirm-runs", type=int, default=1000,
+                        help="re-run each flagged cell with this many audits on fresh draws (0: off)")
+    parser.add_argument("--tight-runs", type=int, default=10, help="audits per tightness row")
+    parser.add_argument("--tight-n", type=int, default=10_000, help="scores per side (trials) / canaries (one run)")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--routes", default="", help="comma-separated route names (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("reports/validity.md"))
+    parser.add_argument("--json", type=Path, default=None, help="also write every cell's raw numbers here")
+    args = parser.parse_args(argv)
+    command = "python benchmarks/validity_grid.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+
+    routes = available_routes()
+    if args.routes:
+        wanted = set(args.routes.split(","))
+        routes = tuple(r for r in routes if r.name in wanted)
+    cells = grid(routes, args.alpha)
+    tight_jobs = [(route, "default", mu) for route in routes for mu in TIGHTNESS_MUS]
+    tight_jobs += [(route, s, HEADLINE_MU) for route in routes for s in strategy_names(route.kind) if s != "default"]
+
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
+        coverage_task = progress.add_task("coverage cells", total=len(cells))
+        tight_task = progress.add_task("tightness rows", total=len(tight_jobs))
+        futures = {pool.submit(_run_cell, cell, args.runs, args.seed): ("cell", i) for i, cell in enumerate(cells)}
+        futures |= {pool.submit(_run_tightness, route, s, mu, args.tight_n, args.tight_runs, args.alpha, args.seed): ("tight", i)
+                    for i, (route, s, mu) in enumerate(tight_jobs)}
+        ordered_cells: dict[int, CoverageResult] = {}
+        ordered_tight: dict[int, Tightness] = {}
+        for future in as_completed(futures):
+            kind, index = futures[future]
+            if kind == "cell":
+                ordered_cells[index] = result = future.result()
+                progress.update(coverage_task, advance=1, description=f"coverage · {result.cell.route} · {result.cell.scenario.name}")
+                if result.status == "fail":
+                    progress.console.print(f"[red]FAIL[/red] {result.cell.key}: coverage {result.coverage:.3f} "
+                                           f"[{result.interval[0]:.3f}, {result.interval[1]:.3f}]")
+            else:
+                ordered_tight[index] = future.result()
+                progress.update(tight_task, advance=1)
+        results = [ordered_cells[i] for i in range(len(cells))]
+        tightness = [ordered_tight[i] for i in range(len(tight_jobs))]
+        suspects = [r.cell for r in results if r.status == "flag"] if args.confirm_runs else []
+        confirm_task = progress.add_task("re-runs of flagged cells", total=len(suspects))
+        confirmed: dict[str, CoverageResult] = {}
+        for result in pool.map(_run_cell, suspects, [args.confirm_runs] * len(suspects), [args.seed + 1] * len(suspects)):
+            confirmed[result.cell.key] = result
+            progress.update(confirm_task, advance=1)
+    seconds = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = usage.ru_utime + usage.ru_stime
+    write_report(args.out, results, tightness, routes, args, seconds, cpu_seconds, command, confirmed)
+    if args.json is not None:
+        args.json.write_text(json.dumps(_to_json(results, tightness), default=float))
+    fails = sum(r.status == "fail" for r in results)
+    console.print(f"wrote {args.out} ({len(results)} cells, {fails} fail) in {seconds / 60:.1f} min "
+                  f"(workers' CPU {cpu_seconds / 60:.1f} min)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
