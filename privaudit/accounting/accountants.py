@@ -1,21 +1,31 @@
 """Accountant registry, the default fallback chain, and side-by-side comparison.
 
-``get_accountant("auto")`` (the default) tries ``prv`` → ``pld`` → ``rdp`` and answers with the first that
-supports the composition and succeeds; its result names the accountant that answered and why each
-earlier one did not (unsupported, failed numerically, or skipped because it would be too slow).
+``get_accountant("auto")`` (the default) tries ``ctd`` → ``prv`` → ``pld`` → ``rdp`` and answers with the first
+that supports the composition and succeeds; its result names the accountant that answered and why each
+earlier one did not (unsupported, failed numerically, declined by its resource limits, or skipped). ``ctd``
+(privaudit's own connect-the-dots PLD) is the tightest and fastest certified bound where it applies, and
+needs no third-party import (prv-accountant costs ~1 s to import). ``prv`` and dp-accounting's ``pld`` pay a
+discretisation per distinct mechanism and are skipped beyond :data:`MAX_DISTINCT_FOR_NUMERICAL` of them;
+``prv`` is also skipped when ε is tiny (below :data:`PRV_MIN_EPSILON` by RDP), where its error floor of 1e-3
+would make it loose. All of them share one time budget (:mod:`privaudit.accounting.limits`).
 ``compare`` runs several accountants side by side and flags disagreements beyond their own error bounds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
+from privaudit.accounting.ctd import CtdAccountant
 from privaudit.accounting.gdp import GdpAccountant
+from privaudit.accounting.limits import Deadline, ResourceRefusal, default_limits, scoped_limits
 from privaudit.accounting.mechanisms import Composition
 from privaudit.accounting.pld import PldAccountant
 from privaudit.accounting.prv import PrvAccountant
+from privaudit.accounting.prv import plain_gaussian_mu as prv_plain_gaussian_mu
 from privaudit.accounting.pure import PureCompositionAccountant
 from privaudit.accounting.rdp import RdpAccountant
 from privaudit.errors import InvalidParameterError, NumericalFailure, UnsupportedMechanismError
@@ -23,14 +33,37 @@ from privaudit.errors import InvalidParameterError, NumericalFailure, Unsupporte
 ACCOUNTANTS: dict[str, type[Accountant]] = {
     "rdp": RdpAccountant,
     "prv": PrvAccountant,
+    "ctd": CtdAccountant,
     "pld": PldAccountant,
     "gdp": GdpAccountant,
     "pure": PureCompositionAccountant,
 }
-DEFAULT_CHAIN = ("prv", "pld", "rdp")
-#: Accountants whose cost grows with the number of distinct mechanisms are skipped by the default chain
-#: beyond this many (each distinct mechanism costs a discretisation/convolution of 0.1–1 s).
+DEFAULT_CHAIN = ("ctd", "prv", "pld", "rdp")
+#: prv and pld (dp-accounting), whose cost grows with the number of distinct mechanisms (a discretisation and
+#: convolution of 0.1–1 s each), are skipped by the default chain beyond this many; ctd is not.
 MAX_DISTINCT_FOR_NUMERICAL = 64
+#: Below this ε (by RDP, an upper bound) prv's error floor (eps_error ≥ 1e-3) exceeds 0.5 % of ε: skipped.
+PRV_MIN_EPSILON = 0.2
+
+
+_OPTIONS: dict[str, float] = {}
+
+
+@contextmanager
+def accountant_options(value_discretization_interval: float | None = None, eps_error: float | None = None) -> Iterator[None]:
+    """Within the block, accountants built by :func:`get_accountant` (also inside ``auto``) use these numerics:
+    the discretisation interval h of ``ctd`` and ``pld`` (``--vdi``) and the ε error bound of ``prv`` (``--eps-error``)."""
+    for name, value in (("value_discretization_interval", value_discretization_interval), ("eps_error", eps_error)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise InvalidParameterError(f"{name} must be a positive number, got {value}")
+    previous = dict(_OPTIONS)
+    _OPTIONS.update({k: float(v) for k, v in (("value_discretization_interval", value_discretization_interval),
+                                               ("eps_error", eps_error)) if v is not None})
+    try:
+        yield
+    finally:
+        _OPTIONS.clear()
+        _OPTIONS.update(previous)
 
 
 def accountant_names() -> list[str]:
@@ -46,14 +79,19 @@ def get_accountant(name: str | Accountant) -> Accountant:
         return DefaultAccountant()
     if key not in ACCOUNTANTS:
         raise InvalidParameterError(f"unknown accountant {name!r}; choose one of: {', '.join(accountant_names())}")
+    if key in ("ctd", "pld") and "value_discretization_interval" in _OPTIONS:
+        return ACCOUNTANTS[key](value_discretization_interval=_OPTIONS["value_discretization_interval"])
+    if key == "prv" and "eps_error" in _OPTIONS:
+        return ACCOUNTANTS[key](eps_error=_OPTIONS["eps_error"])
     return ACCOUNTANTS[key]()
 
 
 class DefaultAccountant(Accountant):
-    """prv → pld → rdp: the first supported accountant that succeeds answers."""
+    """ctd → prv → pld → rdp: the first supported accountant that succeeds answers."""
 
     name = "auto"
-    description = "prv, falling back to pld then rdp; names the accountant that answered"
+    description = "ctd, falling back to prv, pld, then rdp; names the accountant that answered"
+    delegates = True
 
     def __init__(self, chain: tuple[str | Accountant, ...] = DEFAULT_CHAIN) -> None:
         self.chain = tuple(get_accountant(n) for n in chain)
@@ -62,32 +100,42 @@ class DefaultAccountant(Accountant):
         reasons = [f"{a.name}: {a.unsupported_reason(composition)}" for a in self.chain if not a.supports(composition)]
         return None if len(reasons) < len(self.chain) else "; ".join(reasons)
 
-    def _skip_reason(self, accountant: Accountant, composition: Composition) -> str | None:
+    def _skip_reason(self, accountant: Accountant, composition: Composition, delta: float | None) -> str | None:
         if accountant.name in ("prv", "pld") and len(composition) > MAX_DISTINCT_FOR_NUMERICAL:
             return (f"skipped: {len(composition)} distinct mechanisms exceed the default limit of "
                     f"{MAX_DISTINCT_FOR_NUMERICAL} for {accountant.name} (ask for --accountant {accountant.name} to force it)")
+        if accountant.name == "prv" and delta is not None and any(a.name == "ctd" for a in self.chain):
+            rdp = RdpAccountant()
+            if rdp.supports(composition) and prv_plain_gaussian_mu(composition) is None:
+                eps = rdp.epsilon(composition, delta).epsilon
+                if eps < PRV_MIN_EPSILON:
+                    return (f"skipped: ε ≤ {eps:.3g} (RDP) is below {PRV_MIN_EPSILON:g}, where prv's error floor "
+                            "(eps_error ≥ 1e-3) would make it loose; ctd resolves small ε")
         return None
 
-    def _first(self, composition: Composition, call):
+    def _first(self, composition: Composition, call, delta: float | None = None):
+        """The first accountant's answer; all of them share one time budget (the last one, rdp, is fast)."""
         declined: dict[str, str] = {}
+        deadline = Deadline(default_limits().seconds, "the default accountant chain")
         for accountant in self.chain:
             reason = accountant.unsupported_reason(composition)
             if reason is None:
-                reason = self._skip_reason(accountant, composition)
+                reason = self._skip_reason(accountant, composition, delta)
             if reason is not None:
                 declined[accountant.name] = reason if reason.startswith("skipped") else f"unsupported: {reason}"
                 continue
             try:
-                result = call(accountant)
+                with scoped_limits(seconds=deadline.seconds - deadline.elapsed):
+                    result = call(accountant)
             except NumericalFailure as exc:
-                declined[accountant.name] = f"failed: {exc}"
+                declined[accountant.name] = f"{'declined' if isinstance(exc, ResourceRefusal) else 'failed'}: {exc}"
                 continue
             notes = tuple(f"{name} did not answer ({why})" for name, why in declined.items())
             return replace(result, notes=result.notes + notes), declined
         raise NumericalFailure("no accountant could answer: " + "; ".join(f"{k}: {v}" for k, v in declined.items()))
 
     def _epsilon(self, composition: Composition, delta: float) -> EpsilonResult:
-        result, declined = self._first(composition, lambda a: a.epsilon(composition, delta))
+        result, declined = self._first(composition, lambda a: a.epsilon(composition, delta), delta)
         return replace(result, details={**result.details, "declined": declined})
 
     def _delta(self, composition: Composition, epsilon: float) -> DeltaResult:
@@ -123,15 +171,16 @@ def find_disagreements(results: dict[str, EpsilonResult]) -> list[str]:
                 continue
             if res.epsilon < prv.lower - 1e-6 * max(1.0, prv.lower):
                 found.append(f"{name} gives ε = {res.epsilon:.6g}, below PRV's certified lower bound {prv.lower:.6g}")
-        pld = results.get("pld")
-        if pld is not None and prv.estimate is not None:
-            tol = max(_prv_error(prv), 1e-6) + 1e-3 * max(1.0, pld.epsilon)
-            if abs(pld.epsilon - prv.estimate) > tol:
-                found.append(f"pld ({pld.epsilon:.6g}) and prv's estimate ({prv.estimate:.6g}) differ by more than prv's error bound")
+        for tight in ("pld", "ctd"):
+            res = results.get(tight)
+            if res is not None and prv.estimate is not None:
+                tol = max(_prv_error(prv), 1e-6) + 1e-3 * max(1.0, res.epsilon)
+                if abs(res.epsilon - prv.estimate) > tol:
+                    found.append(f"{tight} ({res.epsilon:.6g}) and prv's estimate ({prv.estimate:.6g}) differ by more than prv's error bound")
     return found
 
 
-def compare(composition: Composition, delta: float, names: tuple[str, ...] = ("prv", "pld", "rdp", "gdp", "pure")) -> Comparison:
+def compare(composition: Composition, delta: float, names: tuple[str, ...] = ("prv", "ctd", "pld", "rdp", "gdp", "pure")) -> Comparison:
     """Run each named accountant; unsupported or failed ones are listed with the reason."""
     comparison = Comparison(delta=delta)
     for name in names:

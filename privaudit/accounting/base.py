@@ -13,8 +13,23 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from privaudit.accounting.mechanisms import Composition
+from privaudit.accounting.mechanisms import Composition, PureDP, effective_pure_epsilon
 from privaudit.errors import InvalidParameterError, UnsupportedMechanismError
+
+#: How a release without a finite guarantee is reported everywhere (ledgers, JSON, tables): never ε = 0.
+NO_GUARANTEE = "no DP guarantee (ε = ∞)"
+
+
+def no_guarantee_release(composition: Composition) -> str | None:
+    """The description of a release with no finite DP guarantee (``PureDP(ε = ∞)``), else ``None``.
+
+    Composing anything with such a release has no guarantee either (its output alone is part of the
+    composition's output), so every accountant answers ε = ∞ (δ = 1) without running any numerics.
+    """
+    for mechanism, _ in composition:
+        if isinstance(mechanism, PureDP) and math.isinf(effective_pure_epsilon(mechanism, composition.neighbouring) or 0.0):
+            return mechanism.describe()
+    return None
 
 
 @dataclass(frozen=True)
@@ -88,6 +103,8 @@ class Accountant(ABC):
     description: str = ""
     #: True when answers are approximations rather than certified upper bounds.
     approximate: bool = False
+    #: True for accountants that only delegate to others (``auto``): the delegate answers ε = ∞ itself.
+    delegates: bool = False
 
     @abstractmethod
     def unsupported_reason(self, composition: Composition) -> str | None:
@@ -108,6 +125,10 @@ class Accountant(ABC):
         self.check(composition)
         if composition.is_empty:
             return EpsilonResult(self.name, 0.0, delta, notes=("nothing was released",))
+        release = None if self.delegates else no_guarantee_release(composition)
+        if release is not None:
+            return EpsilonResult(self.name, math.inf, delta, notes=(f"{NO_GUARANTEE}: {release} is released (ε is infinite at every δ < 1)",),
+                                 details={"guarantee": "none"})
         return self._epsilon(composition, delta)
 
     def delta(self, composition: Composition, epsilon: float) -> DeltaResult:
@@ -115,6 +136,9 @@ class Accountant(ABC):
         self.check(composition)
         if composition.is_empty:
             return DeltaResult(self.name, 0.0, epsilon, notes=("nothing was released",))
+        release = None if self.delegates else no_guarantee_release(composition)
+        if release is not None:
+            return DeltaResult(self.name, 1.0, epsilon, notes=(f"{NO_GUARANTEE}: {release} is released",))
         return self._delta(composition, epsilon)
 
     @abstractmethod

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privaudit.accounting.base import NO_GUARANTEE
 from privaudit.accounting.mechanisms import (
     Composition,
     Mechanism,
     Neighbouring,
+    PureDP,
     mechanism_from_dict,
     mechanism_to_dict,
 )
@@ -69,6 +71,17 @@ class PrivacyEvent:
             "valid": self.valid,
             "note": self.note,
         }
+
+    @classmethod
+    def no_guarantee(cls, client_id: str | int, round: int, reason: str, count: int = 1) -> PrivacyEvent:
+        """A release without calibrated noise: recorded as ``PureDP(ε = ∞)``, so every accountant reports
+        "no DP guarantee (ε = ∞)" for the client — never ε = 0 (a run that records nothing would read as private)."""
+        return cls(client_id=client_id, round=round, mechanism=PureDP(math.inf), count=count,
+                   assumptions=(f"{NO_GUARANTEE}: {reason}",), valid=True, note=NO_GUARANTEE)
+
+    @property
+    def has_guarantee(self) -> bool:
+        return not (isinstance(self.mechanism, PureDP) and math.isinf(self.mechanism.epsilon))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyEvent:
@@ -120,6 +133,7 @@ class ClientEpsilon:
     def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
+            "guarantee": "none" if math.isinf(self.epsilon) else "dp",
             "budget": self.budget,
             "rounds": self.rounds,
             "steps": self.steps,
@@ -151,12 +165,27 @@ class LedgerSummary:
     def all_valid(self) -> bool:
         return all(c.valid for c in self.per_client.values())
 
+    @property
+    def guarantee(self) -> str:
+        """``"dp"`` when every client's ε is finite, ``"none"`` when some client has no DP guarantee (ε = ∞)."""
+        return "none" if math.isinf(self.max_epsilon) else "dp"
+
+    @property
+    def statement(self) -> str:
+        if self.guarantee == "none":
+            bad = sum(1 for c in self.per_client.values() if math.isinf(c.epsilon))
+            return f"{NO_GUARANTEE} for {bad} of {len(self.per_client)} client(s)"
+        return f"({self.max_epsilon:.6g}, {self.delta:g})-DP for every client (max over clients)"
+
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready apart from infinities (written ``"inf"`` by privaudit's JSON writers)."""
         return {
             "accountant": self.accountant,
             "delta": self.delta,
             "max_epsilon": self.max_epsilon,
             "mean_epsilon": self.mean_epsilon,
+            "guarantee": self.guarantee,
+            "statement": self.statement,
             "all_valid": self.all_valid,
             "per_client": {cid: c.to_dict() for cid, c in self.per_client.items()},
         }
@@ -179,6 +208,22 @@ class PrivacyLedger:
 
     def record_all(self, events: Iterable[PrivacyEvent]) -> None:
         self.events.extend(events)
+
+    def record_dp_event(self, client_id: str | int, round_: int, event: Any, assumptions: Iterable[str] = (),
+                        valid: bool = True, note: str = "") -> None:
+        """Record a dp-accounting ``DpEvent`` for ``client_id``: one :class:`PrivacyEvent` per release it contains
+        (:func:`privaudit.accounting.dp_events.from_dp_event`; an event without a privaudit mechanism is refused)."""
+        from privaudit.accounting.dp_events import from_dp_event
+
+        composition = from_dp_event(event, self.neighbouring)
+        self.record_all(PrivacyEvent(str(client_id), round_, mechanism, count, tuple(assumptions), valid, note)
+                        for mechanism, count in composition)
+
+    def to_dp_events(self, dataset_size: int | None = None) -> dict[str, Any]:
+        """Each client's composition as one dp-accounting ``DpEvent`` (:func:`privaudit.accounting.dp_events.to_dp_event`)."""
+        from privaudit.accounting.dp_events import to_dp_event
+
+        return {cid: to_dp_event(self.composition_for(cid), dataset_size) for cid in self.clients()}
 
     def set_budget(self, client_id: str | int, epsilon: float, delta: float) -> None:
         self.budgets[str(client_id)] = Budget(float(epsilon), float(delta))

@@ -273,10 +273,12 @@ class Composition:
 
 
 def mechanism_to_dict(mechanism: Mechanism) -> dict:
-    """JSON form ``{"type": ..., <fields>}`` of a mechanism (enums as their string values)."""
+    """JSON form ``{"type": ..., <fields>}`` of a mechanism (enums as their string values, ∞ as ``"inf"``)."""
     out: dict = {"type": type(mechanism).__name__}
     for name in mechanism.__dataclass_fields__:
         value = getattr(mechanism, name)
+        if isinstance(value, float) and math.isinf(value):
+            value = "inf"  # JSON has no infinity; float("inf") reads it back
         out[name] = value.value if isinstance(value, Enum) else value
     return out
 

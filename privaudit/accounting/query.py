@@ -4,9 +4,10 @@
 closed form) and returns an :class:`EpsilonReport` whose :meth:`~EpsilonReport.to_dict` is the documented
 ``--json`` object::
 
-    {"inputs": {...}, "delta": 1e-05, "accountant": "prv",
-     "epsilon": {"prv": {"lower": ..., "estimate": ..., "upper": ...}, "rdp": 2.101, "closed_form": 1.587},
-     "notes": [...], "assumptions": [...], "composition": "...", "unavailable": {...}, "disagreements": [...]}
+    {"inputs": {...}, "delta": 1e-05, "accountant": "ctd",
+     "epsilon": {"ctd": 1.829, "prv": {"lower": ..., "estimate": ..., "upper": ...}, "rdp": 2.101, "closed_form": 1.587},
+     "notes": [...], "assumptions": [...], "composition": "...", "unavailable": {...}, "disagreements": [...],
+     "guarantee": "none", "statement": "no DP guarantee (ε = ∞)"}          # the last two only when ε = ∞
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privaudit.accounting.accountants import DEFAULT_CHAIN, compare, get_accountant
-from privaudit.accounting.base import EpsilonResult
+from privaudit.accounting.base import NO_GUARANTEE, EpsilonResult
 from privaudit.accounting.closed_form import ClosedForm
 from privaudit.accounting.mechanisms import Composition
 from privaudit.errors import NumericalFailure
 
-ALL_ACCOUNTANTS = ("prv", "pld", "rdp", "gdp", "pure")
+ALL_ACCOUNTANTS = ("ctd", "prv", "pld", "rdp", "gdp", "pure")
 
 
 @dataclass
@@ -65,6 +66,10 @@ class EpsilonReport:
             out["unavailable"] = self.unavailable
         if self.disagreements:
             out["disagreements"] = self.disagreements
+        answer = self.answer
+        if answer is not None and math.isinf(answer.epsilon):
+            out["guarantee"] = "none"
+            out["statement"] = NO_GUARANTEE
         approximate = [n for n, r in self.results.items() if r.approximate]
         if approximate:
             out["approximate"] = approximate
@@ -78,8 +83,8 @@ def _collect_notes(results: dict[str, EpsilonResult]) -> list[str]:
             line = f"{name}: {note}"
             if line not in notes:
                 notes.append(line)
-        if math.isinf(res.epsilon):
-            notes.append(f"{name}: ε = inf")
+        if math.isinf(res.epsilon) and not any(NO_GUARANTEE in n for n in res.notes):
+            notes.append(f"{name}: ε = ∞ ({NO_GUARANTEE})")
     return notes
 
 
@@ -94,7 +99,7 @@ def epsilon_report(
 ) -> EpsilonReport:
     """Run ``accountant`` (``auto``, ``all`` or a name) on ``composition`` at ``delta``.
 
-    ``auto`` answers with the first of prv → pld → rdp that works and, when ``with_rdp`` is set, also shows
+    ``auto`` answers with the first of ctd → prv → pld → rdp that works and, when ``with_rdp`` is set, also shows
     the (fast) RDP value. A composition of ``None`` (e.g. a closed form that is infinite) reports only the
     closed form.
     """

@@ -114,9 +114,46 @@ def _single_curve(mechanism: Mechanism, neighbouring: Neighbouring, orders: np.n
     raise TypeError(f"unsupported mechanism {mechanism!r}")  # pragma: no cover
 
 
+#: Beyond this many distinct mechanisms, near-equal Poisson-subsampled Gaussians are bucketed (see composition_rdp).
+MAX_DISTINCT_RDP = 4096
+
+
 def composition_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
-    """Σ count · RDP(mechanism) at ``orders`` (composition theorem of RDP, Mironov 2017, Prop. 1)."""
+    """Σ count · RDP(mechanism) at ``orders`` (composition theorem of RDP, Mironov 2017, Prop. 1).
+
+    With more than :data:`MAX_DISTINCT_RDP` distinct mechanisms, the Poisson-subsampled Gaussians among them are
+    grouped into at most that many buckets of near-equal (σ, q), each taken at its smallest σ and largest q —
+    an upper bound, since their RDP decreases with σ and increases with q (adding noise is post-processing; a
+    lower rate is a mixture with the identical pair, and Rényi divergence is quasi-convex) — so 100 000
+    distinct steps cost seconds, not minutes.
+    """
     orders = np.asarray(orders, dtype=float)
+    if len(composition) > MAX_DISTINCT_RDP:
+        return _bucketed_rdp(composition, orders)
+    return _composition_rdp(composition, orders)
+
+
+def _bucketed_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
+    from privaudit.accounting.ctd import _bucket
+
+    sampled, rest = [], []
+    for mechanism, count in composition:
+        if (isinstance(mechanism, SubsampledGaussian) and mechanism.sampling is Sampling.POISSON
+                and mechanism.sample_rate < 1.0 and not math.isinf(mechanism.z)):
+            sampled.append((1.0 / mechanism.z, mechanism.sample_rate, count))
+        else:
+            rest.append((mechanism, count))
+    total = _composition_rdp(Composition(rest, composition.neighbouring), orders) if rest else np.zeros_like(orders)
+    if len(sampled) > MAX_DISTINCT_RDP:
+        sampled, _ = _bucket(sampled, MAX_DISTINCT_RDP)
+    s, q, counts = (np.array(col, dtype=float) for col in zip(*sampled, strict=True)) if sampled else (np.zeros(0),) * 3
+    if s.size:
+        curves = rdp_math.rdp_poisson_subsampled_gaussian_batch(q, 1.0 / s, orders)
+        total = total + (counts[:, None] * curves).sum(axis=0)
+    return total
+
+
+def _composition_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
     rel = composition.neighbouring
     total = np.zeros_like(orders)
     batch: list[tuple[Mechanism, int, np.ndarray, np.ndarray]] = []  # Poisson-subsampled Gaussians to evaluate

@@ -20,7 +20,7 @@ from privaudit.commands._common import cli_errors, fail, print_json
 MECHANISMS = ("gaussian", "subsampled-gaussian", "laplace", "pure-dp", "upcycled-output", "upcycled-objective", "pfa-reference")
 
 # Flags each mechanism requires / accepts (typer option names without dashes, as the function's parameters).
-_COMMON = {"delta", "accountant", "neighbouring", "json_output"}
+_COMMON = {"delta", "accountant", "neighbouring", "json_output", "vdi", "eps_error", "time_limit"}
 _REQUIRED: dict[str, set[str]] = {
     "gaussian": {"noise_multiplier", "steps", "delta"},
     "subsampled-gaussian": {"noise_multiplier", "sample_rate", "steps", "delta"},
@@ -151,7 +151,9 @@ def _fmt(value: Any) -> str:
     if isinstance(value, dict):
         return f"{value['upper']:.6g}  [{value['lower']:.6g}, {value['upper']:.6g}]"
     if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.6g}"
+        return "∞ (no DP guarantee)" if math.isinf(value) else f"{value:.6g}"
+    if value == "inf":
+        return "∞ (no DP guarantee)"
     return str(value)
 
 
@@ -252,9 +254,15 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
     if curve:
         _run_curve(checkpoint, delta, accountant, json_output, out, curve_points)
         return
+    from privaudit.accounting.base import NO_GUARANTEE
+
     ledger: PrivacyLedger = read_ledger(checkpoint)
     summary = ledger.summary(delta, accountant=accountant)
     data = summary.to_dict()
+    claims_nothing = not ledger.events and not ledger.budgets
+    if claims_nothing:  # a run that recorded no privacy event at all (checkpoints of non-private runs before events existed)
+        data.update({"max_epsilon": math.inf, "mean_epsilon": math.inf, "guarantee": "none",
+                     "statement": f"{NO_GUARANTEE}: the run records no privacy events (no DP claim)"})
     written = None
     if out is not None:
         from privaudit.report.producers import ledger_result
@@ -273,14 +281,16 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
     for col in ("client", "ε", "budget", "rounds", "steps", "valid"):
         table.add_column(col, justify="right" if col not in ("client", "valid") else "left")
     for cid, c in summary.per_client.items():
-        table.add_row(cid, _fmt(c.epsilon), "—" if c.budget is None else f"{c.budget:g}", str(c.rounds), str(c.steps),
+        eps = "[red]∞ (no DP guarantee)[/red]" if math.isinf(c.epsilon) else _fmt(c.epsilon)
+        table.add_row(cid, eps, "—" if c.budget is None else f"{c.budget:g}", str(c.rounds), str(c.steps),
                       "yes" if c.valid else "[red]no[/red]")
     console.print(table)
-    console.print(f"max ε = {_fmt(summary.max_epsilon)}   mean ε = {_fmt(summary.mean_epsilon)}   (the federation's guarantee is the max)")
-    if not ledger.events:
-        console.print("[yellow]no privacy events recorded: the run makes no differential-privacy claim (no DP guarantee)[/yellow]")
-    elif math.isinf(summary.max_epsilon):
-        console.print("[red]no DP guarantee: ε = ∞ for at least one client (its releases add no calibrated noise; see the assumptions)[/red]")
+    if data["guarantee"] == "none":
+        console.print(f"[bold red]max ε = inf — {escape(data['statement'])}[/bold red]")
+        if not claims_nothing:
+            console.print("[red]those clients' releases add no calibrated noise (see the assumptions)[/red]")
+    else:
+        console.print(f"max ε = {_fmt(summary.max_epsilon)}   mean ε = {_fmt(summary.mean_epsilon)}   (the federation's guarantee is the max)")
     if not summary.all_valid:
         console.print("[red]some clients' ε rest on assumptions that fail (valid = no): see their assumptions in --json[/red]")
     assumptions = sorted({a for c in summary.per_client.values() for a in c.assumptions})
@@ -303,7 +313,10 @@ def register(app: typer.Typer) -> None:
         delta: float | None = typer.Option(None, "--delta", help="Target δ in (0, 1)."),
         epsilon: float | None = typer.Option(None, "--epsilon", help="Target ε (--calibrate), claimed ε (pfa-reference) or ε per release (pure-dp)."),
         calibrate: bool = typer.Option(False, "--calibrate", help="Print the smallest noise multiplier meeting --epsilon at --delta."),
-        accountant: str = typer.Option("auto", "--accountant", "-a", help="auto (prv → pld → rdp), rdp, prv, pld, gdp, pure, or all."),
+        accountant: str = typer.Option("auto", "--accountant", "-a", help="auto (ctd → prv → pld → rdp), ctd, rdp, prv, pld, gdp, pure, or all."),
+        vdi: float | None = typer.Option(None, "--vdi", help="Discretisation interval h of the ctd and pld accountants (default: ctd adapts h to the loss spread, pld 1e-4)."),
+        eps_error: float | None = typer.Option(None, "--eps-error", help="ε error bound of the prv accountant (default: 0.5 % of ε, at least 1e-3)."),
+        time_limit: float = typer.Option(30.0, "--time-limit", help="Seconds an accountant (or a calibration) may run before it declines; auto then falls back."),
         neighbouring: str = typer.Option("add-remove", "--neighbouring", help="add-remove or replace-one (doubles Gaussian/Laplace sensitivity)."),
         sampling: str | None = typer.Option(None, "--sampling", help="poisson (default) or fixed-size (without replacement; replace-one)."),
         tensors: int | None = typer.Option(None, "--tensors", help="Noise added per tensor to L separately clipped tensors: effective σ/√L (PrivateFL CDP)."),
@@ -333,70 +346,89 @@ def register(app: typer.Typer) -> None:
         --curve --out FILE.json an 'epsilon-curve' result (ε after each round per accountant) for `privaudit report`.
         """
         given = dict(locals())
-        from privaudit.accounting.accountants import accountant_names
-        from privaudit.accounting.mechanisms import Neighbouring
+        from privaudit.accounting.accountants import accountant_options
+        from privaudit.accounting.limits import set_default_limits
 
-        if checkpoint is None:
-            needs = [flag for flag, used in (("--out", out is not None), ("--curve", curve), ("--curve-points", curve_points is not None)) if used]
-            if needs:
-                raise fail(f"{', '.join(needs)} writes a ledger or ε-curve result from a trained federation and needs --checkpoint DIR")
-        sources = [n for n, v in (("--mechanism", mechanism), ("--schedule", schedule), ("--checkpoint", checkpoint)) if v is not None]
-        if len(sources) != 1:
-            raise fail("give exactly one of --mechanism, --schedule or --checkpoint" + (f" (got {', '.join(sources)})" if sources else ""))
-        acct = accountant.strip().lower()
-        if acct not in [*accountant_names(), "all", "default"]:
-            raise fail(f"unknown accountant {accountant!r}; choose one of: {', '.join([*accountant_names(), 'all'])}")
-        if delta is not None and not 0 < delta < 1:
-            raise fail(f"--delta must lie in (0, 1), got {delta}")
-        if epsilon is not None and (epsilon < 0 or math.isnan(epsilon)):
-            raise fail(f"--epsilon must be non-negative, got {epsilon}")
-        rel = Neighbouring.parse(neighbouring)
-        given["neighbouring"] = rel
-        for key in ("out", "curve", "curve_points"):  # checkpoint-only flags, checked above
+        for flag, value in (("vdi", vdi), ("eps_error", eps_error), ("time_limit", time_limit)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise fail(f"{_flag(flag)} must be a positive number, got {value}")
+        for key in ("vdi", "eps_error", "time_limit"):
             given.pop(key)
-        mechanism_flags = {k: v for k, v in given.items() if k not in ("schedule", "checkpoint", "accountant", "json_output", "neighbouring", "delta")}
+        previous = set_default_limits(seconds=time_limit)
+        try:
+            with accountant_options(value_discretization_interval=vdi, eps_error=eps_error):
+                _compute_epsilon(given, mechanism, schedule, checkpoint, accountant, delta, epsilon, calibrate, neighbouring,
+                                 json_output, out, curve, curve_points)
+        finally:
+            set_default_limits(previous.seconds, previous.memory_bytes)
 
-        if checkpoint is not None or schedule is not None:
-            extra = sorted(k for k, v in mechanism_flags.items() if v is not None and v is not False and k != "mechanism")
-            if extra:
-                raise fail(f"{', '.join(_flag(e) for e in extra)} does not apply to --{'checkpoint' if checkpoint else 'schedule'}")
-        if checkpoint is not None:
-            from privaudit.report.producers import DEFAULT_CURVE_POINTS
 
-            points = DEFAULT_CURVE_POINTS if curve_points is None else curve_points
-            _run_checkpoint(checkpoint, delta, acct, json_output, out, curve, points)
-            return
+def _compute_epsilon(given: dict[str, Any], mechanism, schedule, checkpoint, accountant, delta, epsilon, calibrate,
+                     neighbouring, json_output, out, curve, curve_points) -> None:
+    from privaudit.accounting.accountants import accountant_names
+    from privaudit.accounting.mechanisms import Neighbouring
 
-        from privaudit.accounting.query import epsilon_report
+    if checkpoint is None:
+        needs = [flag for flag, used in (("--out", out is not None), ("--curve", curve), ("--curve-points", curve_points is not None)) if used]
+        if needs:
+            raise fail(f"{', '.join(needs)} writes a ledger or ε-curve result from a trained federation and needs --checkpoint DIR")
+    sources = [n for n, v in (("--mechanism", mechanism), ("--schedule", schedule), ("--checkpoint", checkpoint)) if v is not None]
+    if len(sources) != 1:
+        raise fail("give exactly one of --mechanism, --schedule or --checkpoint" + (f" (got {', '.join(sources)})" if sources else ""))
+    acct = accountant.strip().lower()
+    if acct not in [*accountant_names(), "all", "default"]:
+        raise fail(f"unknown accountant {accountant!r}; choose one of: {', '.join([*accountant_names(), 'all'])}")
+    if delta is not None and not 0 < delta < 1:
+        raise fail(f"--delta must lie in (0, 1), got {delta}")
+    if epsilon is not None and (epsilon < 0 or math.isnan(epsilon)):
+        raise fail(f"--epsilon must be non-negative, got {epsilon}")
+    rel = Neighbouring.parse(neighbouring)
+    given["neighbouring"] = rel
+    for key in ("out", "curve", "curve_points"):  # checkpoint-only flags, checked above
+        given.pop(key)
+    mechanism_flags = {k: v for k, v in given.items() if k not in ("schedule", "checkpoint", "accountant", "json_output", "neighbouring", "delta")}
 
-        if schedule is not None:
-            from privaudit.accounting.schedule import load_schedule
+    if checkpoint is not None or schedule is not None:
+        extra = sorted(k for k, v in mechanism_flags.items() if v is not None and v is not False and k != "mechanism")
+        if extra:
+            raise fail(f"{', '.join(_flag(e) for e in extra)} does not apply to --{'checkpoint' if checkpoint else 'schedule'}")
+    if checkpoint is not None:
+        from privaudit.report.producers import DEFAULT_CURVE_POINTS
 
-            if delta is None:
-                raise fail("--schedule needs --delta")
-            composition = load_schedule(schedule)
-            if neighbouring != "add-remove":
-                composition = type(composition)(composition.entries, rel)
-            report = epsilon_report(composition, delta, acct, inputs={"schedule": str(schedule)})
-            _emit(report.to_dict(), json_output, f"ε at δ = {delta:g} for {schedule}")
-            return
+        points = DEFAULT_CURVE_POINTS if curve_points is None else curve_points
+        _run_checkpoint(checkpoint, delta, acct, json_output, out, curve, points)
+        return
 
-        mech = mechanism.strip().lower()
-        if mech not in MECHANISMS:
-            raise fail(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
-        _check_flags(mech, {k: v for k, v in given.items() if k not in ("accountant", "neighbouring", "json_output")}, calibrate)
-        inputs = {k: (v.value if hasattr(v, "value") else v) for k, v in given.items()
-                  if v is not None and v is not False and k not in ("json_output", "schedule", "checkpoint")}
-        if calibrate:
-            _run_calibration(mech, given, acct, json_output, inputs)
-            return
-        composition, closed, extra_inputs = _build(mech, given)
-        extra_assumptions = extra_inputs.pop("assumptions", [])
-        inputs.update(extra_inputs)
-        report = epsilon_report(composition, delta, acct, inputs=inputs, closed_form=closed)
-        report.extra_assumptions.extend(extra_assumptions)
-        title = f"ε at δ = {delta:g}" if delta is not None else "ε (pure DP, δ = 0)"
-        _emit(report.to_dict(), json_output, f"{title} — {mech}")
+    from privaudit.accounting.query import epsilon_report
+
+    if schedule is not None:
+        from privaudit.accounting.schedule import load_schedule
+
+        if delta is None:
+            raise fail("--schedule needs --delta")
+        composition = load_schedule(schedule)
+        if neighbouring != "add-remove":
+            composition = type(composition)(composition.entries, rel)
+        report = epsilon_report(composition, delta, acct, inputs={"schedule": str(schedule)})
+        _emit(report.to_dict(), json_output, f"ε at δ = {delta:g} for {schedule}")
+        return
+
+    mech = mechanism.strip().lower()
+    if mech not in MECHANISMS:
+        raise fail(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")
+    _check_flags(mech, {k: v for k, v in given.items() if k not in ("accountant", "neighbouring", "json_output")}, calibrate)
+    inputs = {k: (v.value if hasattr(v, "value") else v) for k, v in given.items()
+              if v is not None and v is not False and k not in ("json_output", "schedule", "checkpoint")}
+    if calibrate:
+        _run_calibration(mech, given, acct, json_output, inputs)
+        return
+    composition, closed, extra_inputs = _build(mech, given)
+    extra_assumptions = extra_inputs.pop("assumptions", [])
+    inputs.update(extra_inputs)
+    report = epsilon_report(composition, delta, acct, inputs=inputs, closed_form=closed)
+    report.extra_assumptions.extend(extra_assumptions)
+    title = f"ε at δ = {delta:g}" if delta is not None else "ε (pure DP, δ = 0)"
+    _emit(report.to_dict(), json_output, f"{title} — {mech}")
 
 
 def _emit(data: dict[str, Any], json_output: bool, title: str) -> None:

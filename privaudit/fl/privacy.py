@@ -311,3 +311,35 @@ class ObjectivePerturbation(AlgorithmWrapper):
 
     def describe(self) -> dict:
         return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict()}, "wraps": self.inner.describe()}
+
+
+class NoPrivacy(AlgorithmWrapper):
+    """``--privacy none``: releases exactly what ``inner`` releases, and records each release without a privacy
+    event as a non-private one (:meth:`PrivacyEvent.no_guarantee`, ε = ∞), so ledgers, JSON and tables say
+    "no DP guarantee (ε = ∞)" — never ε = 0.
+
+    Releases that already carry events (FedReg's and FedCurv's own no-guarantee events) are left alone, as are
+    algorithms that keep their own privacy accounting (``accounts_own_privacy``, e.g. PFA, whose public clients
+    release by design). Name and description are the inner algorithm's: nothing else changes.
+    """
+
+    def __init__(self, inner: Algorithm) -> None:
+        super().__init__(inner)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
+        result = self.inner.finish(global_state, client, outcome)
+        if result.events or self.inner.find("accounts_own_privacy"):
+            return result
+        event = PrivacyEvent.no_guarantee(client.client_id, client.round,
+                                          f"{self.inner.name} releases the client's update without noise (--privacy none)")
+        return replace(result, events=(event,))
+
+    def hyperparameters(self) -> dict:
+        return self.inner.hyperparameters()
+
+    def describe(self) -> dict:
+        return self.inner.describe()

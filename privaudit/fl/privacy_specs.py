@@ -68,10 +68,17 @@ def _dp_sgd(algorithm, clip=None, noise=None):
     return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip, sample_rate=sample_rate))
 
 
+def _no_privacy(algorithm):
+    from privaudit.fl.privacy import NoPrivacy
+
+    return NoPrivacy(algorithm)
+
+
 PRIVACY_SPECS: dict[str, PrivacySpec] = {
     spec.name: spec
     for spec in (
-        PrivacySpec("none", "no privatizer: clients release their local models as trained", (), lambda algorithm: algorithm),
+        PrivacySpec("none", "no privatizer: clients release their local models as trained (ledger: no DP guarantee, ε = ∞)",
+                    (), _no_privacy),
         PrivacySpec(
             "output-perturbation",
             "clip the local model to τ and add Gaussian noise (Upcycled-FL Thm 6.2)",

@@ -253,7 +253,9 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
     mode = config.privacy
     claim = _claim(config)
     if mode == "none":
-        return algorithm, {}
+        from privaudit.fl.privacy import NoPrivacy
+
+        return NoPrivacy(algorithm), {}  # each release is recorded as non-private (ε = ∞), never as ε = 0
     if mode == "ldp":
         sizes = [c.num_train for c in dataset.clients]
         if config.noise_multiplier is not None:

@@ -21,10 +21,12 @@ def test_rdp_reference_noise_multipliers():
 
 @pytest.mark.parametrize(("q", "target", "optimal"), [(0.01, 8, 0.5871), (0.1, 3, 4.4965)])
 def test_tight_calibration_within_one_percent_of_optimal(q, target, optimal):
-    # optimal = dp-accounting PLD calibration, spec accountants.md §2.4 (T = 1000, δ = 1e-5)
+    # optimal = dp-accounting PLD calibration, spec accountants.md §2.4 (T = 1000, δ = 1e-5). That search stopped
+    # short of the target (its σ gives PLD ε = 7.96 for 8), so a tight calibration may land slightly below it:
+    # at ctd's σ = 0.58648 dp-accounting's pessimistic PLD gives 7.9906 ≤ 8 (vdi 1e-4 and 2e-5 alike).
     cal = calibrate_noise(dpsgd(q, 1000), target, 1e-5)
     assert cal.epsilon_at_noise.epsilon <= target
-    assert optimal * 0.999 <= cal.noise_multiplier <= optimal * 1.01
+    assert optimal * 0.995 <= cal.noise_multiplier <= optimal * 1.01
 
 
 def test_exact_gaussian_calibration_is_tight():

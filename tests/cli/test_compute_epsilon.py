@@ -23,16 +23,19 @@ def test_dpsgd_json_keys(capsys):
     data = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "1.0", "--sample-rate", "0.01",
                     "--steps", "1000", "--delta", "1e-5")
     assert set(data) >= {"inputs", "delta", "accountant", "epsilon", "notes", "assumptions"}
-    assert data["accountant"] == "prv" and data["delta"] == 1e-5
-    prv = data["epsilon"]["prv"]
-    assert prv["lower"] <= prv["estimate"] <= prv["upper"] and prv["estimate"] == pytest.approx(1.828, abs=0.005)
+    assert data["accountant"] == "ctd" and data["delta"] == 1e-5
+    assert data["epsilon"]["ctd"] == pytest.approx(1.828, abs=0.005)
     assert data["epsilon"]["rdp"] == pytest.approx(2.101, abs=2e-3)
+    interval = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "1.0", "--sample-rate", "0.01",
+                        "--steps", "1000", "--delta", "1e-5", "--accountant", "prv")
+    prv = interval["epsilon"]["prv"]
+    assert prv["lower"] <= prv["estimate"] <= prv["upper"] and prv["estimate"] == pytest.approx(1.828, abs=0.005)
 
 
 def test_accountant_all_and_rdp(capsys):
     data = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "2.0", "--sample-rate", "0.01",
                     "--steps", "100", "--delta", "1e-5", "--accountant", "all")
-    assert {"prv", "pld", "rdp", "gdp"} <= set(data["epsilon"])
+    assert {"ctd", "prv", "pld", "rdp", "gdp"} <= set(data["epsilon"])
     assert data["epsilon"]["pld"] == pytest.approx(0.1898, abs=1e-3)
     assert "gdp" in data["approximate"] and "pure" in data["unavailable"]
     only = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "2.0", "--sample-rate", "0.01",
@@ -42,8 +45,8 @@ def test_accountant_all_and_rdp(capsys):
 
 def test_gaussian_exact(capsys):
     data = run_json(capsys, "--mechanism", "gaussian", "--noise-multiplier", "6.37", "--steps", "150", "--delta", "1e-3")
-    prv = data["epsilon"]["prv"]
-    assert prv["lower"] == prv["upper"]
+    exact = data["epsilon"]["ctd"]
+    assert exact["lower"] == exact["upper"]
     per_tensor = run_json(capsys, "--mechanism", "gaussian", "--noise-multiplier", "6.37", "--steps", "150", "--delta", "1e-3",
                           "--tensors", "3", "--accountant", "rdp")
     assert per_tensor["epsilon"]["rdp"] == pytest.approx(16.6, abs=0.1)  # spec P1
@@ -60,7 +63,7 @@ def test_upcycled_output(capsys):
     data = run_json(capsys, "--mechanism", "upcycled-output", "--rounds", "40", "--noise", "0.8", "--clip", "10",
                     "--dataset-size", "224.2", "--delta", "1e-3")
     assert data["epsilon"]["closed_form"] == pytest.approx(1.402, abs=1e-3)
-    assert data["epsilon"]["prv"]["upper"] < data["epsilon"]["closed_form"]
+    assert data["epsilon"]["ctd"]["upper"] < data["epsilon"]["closed_form"]
     assert any(a.startswith("FAILED") for a in data["assumptions"])
     squared = run_json(capsys, "--mechanism", "upcycled-output", "--rounds", "40", "--noise", "0.8", "--clip", "10",
                        "--dataset-size", "224.2", "--delta", "1e-3", "--noise-std", "sigma-squared", "--form", "printed",
@@ -93,7 +96,7 @@ def test_schedule(tmp_path, capsys):
         {"mechanism": {"type": "gaussian", "noise_multiplier": 8.0}, "count": 50}]}))
     data = run_json(capsys, "--schedule", str(path), "--delta", "1e-5")
     # spec accountants.md §2.5 "phases": PLD 4.204, RDP 4.549
-    assert data["epsilon"]["prv"]["estimate"] == pytest.approx(4.204, abs=0.02)
+    assert data["epsilon"]["ctd"] == pytest.approx(4.204, abs=0.02)
     assert data["epsilon"]["rdp"] == pytest.approx(4.549, abs=2e-3)
 
 
@@ -151,19 +154,24 @@ def test_unreadable_schedule_json(tmp_path, capsys):
 
 
 def test_numerical_failure_is_reported_with_a_hint(capsys, monkeypatch):
+    from privaudit.accounting.ctd import CtdAccountant
     from privaudit.accounting.prv import PrvAccountant
     from privaudit.errors import NumericalFailure
 
     def boom(self, *a, **k):
         raise NumericalFailure("prv-accountant failed: Discrete mean differs from continuous mean significantly.")
 
+    def ctd_boom(self, *a, **k):
+        raise NumericalFailure("ctd failed (simulated)")
+
     monkeypatch.setattr(PrvAccountant, "_run", boom)
+    monkeypatch.setattr(CtdAccountant, "_composed", ctd_boom)
     code, _, err = run(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "0.8", "--sample-rate", "0.1",
                        "--steps", "1000", "--delta", "1e-5", "--accountant", "prv")
     assert code == 2 and "Discrete mean" in err and "hint" in err
     data = run_json(capsys, "--mechanism", "subsampled-gaussian", "--noise-multiplier", "0.8", "--sample-rate", "0.1",
                     "--steps", "1000", "--delta", "1e-5")
-    assert data["accountant"] == "pld" and "prv" in data["unavailable"]
+    assert data["accountant"] == "pld" and {"ctd", "prv"} <= set(data["unavailable"])
 
 
 

@@ -28,8 +28,8 @@ def test_checkpoint_json_keys(private_run, capsys):
     assert client["rounds"] == 3 and client["budget"] is None
     assert data["max_epsilon"] == max(c["epsilon"] for c in data["per_client"].values())
     assert any("Thm 6.2" in a for a in client["assumptions"])
-    # the default names the accountant that answered (output perturbation: exact Gaussian composition by prv), not "auto"
-    assert data["accountant"] == client["accountant"] == "prv"
+    # the default names the accountant that answered (output perturbation: exact Gaussian composition by ctd), not "auto"
+    assert data["accountant"] == client["accountant"] == "ctd"
 
 
 def test_checkpoint_human_output_and_accountant_choice(private_run, capsys):

@@ -265,6 +265,8 @@ class HeterogeneousDP(Algorithm):
     """
 
     neighbouring = Neighbouring.ADD_REMOVE
+    #: Records its own privacy events (private clients); ``--privacy none`` adds none (public clients release by design).
+    accounts_own_privacy = True
 
     def __init__(self, settings: PFASettings, name: str | None = None) -> None:
         if not isinstance(settings, PFASettings):
