@@ -326,7 +326,9 @@ def register(app: typer.Typer) -> None:
         noise: float | None = typer.Option(None, "--noise", help="Upcycled-FL output perturbation: σ."),
         clip: float | None = typer.Option(None, "--clip", help="Upcycled-FL output perturbation: clip norm τ."),
         dataset_size: float | None = typer.Option(None, "--dataset-size", help="Upcycled-FL: the client's dataset size |D|."),
-        form: str | None = typer.Option(None, "--form", help="printed (default) or corrected (Thm 6.2)."),
+        form: str | None = typer.Option(
+            None, "--form", help="draft (default; alias printed: the ICLR draft's Thm 5.2 form, which reproduces 1.40 / 1.59) "
+                                 "or tmlr (alias corrected: the TMLR paper's Thm 6.2 form, r + 2√(r·ln 1/δ))."),
         noise_std: str | None = typer.Option(None, "--noise-std", help="sigma (paper, default) or sigma-squared (reference code)."),
         alpha: float | None = typer.Option(None, "--alpha", help="Upcycled-FL objective perturbation: α."),
         mu: float | None = typer.Option(None, "--mu", help="Upcycled-FL objective perturbation: proximal μ."),
