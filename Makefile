@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m privaudit.demo
+	$(BIN)/python -m privaudit.cli.demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -55,7 +55,7 @@ claims: $(STAMP)
 
 # The validity suite's full grid: coverage P[ε_lb > ε_true] ≤ α of every route × strategy × score shape × design,
 # and each route's tightness on the Gaussian mechanism → reports/validity.md (VALIDITY_ARGS="--json PATH" adds the
-# raw numbers). About 10 CPU-minutes; the fast subset runs in `make test` (tests/audit/test_validity_suite.py).
+# raw numbers). About 10 CPU-minutes; the fast subset runs in `make test` (tests/stats/test_validity_suite.py).
 VALIDITY_ARGS ?=
 validity: $(STAMP)
 	$(BIN)/python benchmarks/validity_grid.py --out reports/validity.md $(VALIDITY_ARGS)

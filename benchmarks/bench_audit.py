@@ -115,7 +115,7 @@ PART2_HEADING = "## Part 2: audit trials per minute"
 
 def _trial_plan(trials: int):
     from privaudit.audit.claims import get_claim
-    from privaudit.audit.recipes.upcycled import output_perturbation
+    from privaudit.papers.upcycled.recipe import output_perturbation
 
     readings = output_perturbation(get_claim("upcycled-thm6.2-fig3"), trials)
     return next(r for r in readings if getattr(r, "reading_id", "") == "paper-sgd-domain").trials

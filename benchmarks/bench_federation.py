@@ -35,7 +35,7 @@ REPORT = ROOT / "reports" / "bench" / "federation.md"
 def _workload():
     from privaudit.data.synthetic import synthetic
     from privaudit.fl.algorithms.fedprox import FedProx
-    from privaudit.fl.config import LocalTrainingConfig
+    from privaudit.fl.engine.config import LocalTrainingConfig
 
     dataset = synthetic(0.0, 0.0, iid=True, num_clients=30, dim=20, num_classes=2, seed=0)
     return dataset, FedProx(mu=0.1), LocalTrainingConfig(epochs=10, batch_size=32, lr=0.05, momentum=0.5)
@@ -49,8 +49,8 @@ def run_mode(mode: str, rounds: int, threads: int, state_path: str, model: str =
     import torch
     from safetensors.torch import save_file
 
-    from privaudit.fl.config import FederationConfig
-    from privaudit.fl.federation import run_federation
+    from privaudit.fl.engine.config import FederationConfig
+    from privaudit.fl.engine.round_loop import run_federation
 
     torch.set_num_threads(threads)
     dataset, algorithm, local = _workload()
@@ -84,8 +84,8 @@ def step_costs(threads: int, repeats: int = 400) -> dict:
     import torch.nn.functional as F
     from torch.func import functional_call
 
-    from privaudit.fl.seeding import seeded_torch_global
-    from privaudit.fl.stacked import layer_program, vmap_program
+    from privaudit.fl.engine.seeding import seeded_torch_global
+    from privaudit.fl.engine.stacked import layer_program, vmap_program
     from privaudit.models import build_model
 
     torch.set_num_threads(threads)

@@ -3,7 +3,7 @@
 Workload: ``public`` random public updates of p numbers (Gaussian with a shared low-rank signal, like noisy
 DP-SGD updates), k = 1 unless ``--dims``. For each p the script times, in this process with one torch thread:
 
-* ``lanczos`` and ``power`` — :func:`privaudit.fl.projection.public_subspace` (never forms the p×p matrix),
+* ``lanczos`` and ``power`` — :func:`privaudit.papers.pfa.projection.public_subspace` (never forms the p×p matrix),
   for the paper's form (Σ = Δx̄^pub Δx̄^pubᵀ, rank 1) and the reference code's centred form (rank ≤ m − 1);
 * ``dense`` — form the p×p matrix and call ``eigh`` (O(p²) memory, O(p³) time) up to ``--dense-max-p``
   (default 7,850, PFA's logistic regression: about two minutes on one thread; 26,010, the CNN, would need a
@@ -50,7 +50,7 @@ def _best(fn, repeats: int) -> float:
 
 
 def time_subspace(p: int, public: int, dims: int, repeats: int, dense_max_p: int) -> dict:
-    from privaudit.fl.projection import public_subspace, top_eigenvectors
+    from privaudit.papers.pfa.projection import public_subspace, top_eigenvectors
 
     updates = _updates(p, public, seed=p)
     weights = [10.0 + i for i in range(public)]
@@ -76,12 +76,12 @@ def time_round(p_model: str, repeats: int) -> dict:
 
     from privaudit.accounting.ledger import PrivacyLedger
     from privaudit.fl.algorithms.base import ClientResult, SetupContext
-    from privaudit.fl.algorithms.pfa import build
-    from privaudit.fl.config import Execution, FederationConfig, LocalTrainingConfig
-    from privaudit.fl.params import model_state
-    from privaudit.fl.seeding import SeedTree
-    from privaudit.fl.trainer import ClientTrainer
+    from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
+    from privaudit.fl.engine.params import model_state
+    from privaudit.fl.engine.seeding import SeedTree
+    from privaudit.fl.engine.trainer import ClientTrainer
     from privaudit.models import build_model
+    from privaudit.papers.pfa.algorithm import build
 
     model = build_model(p_model, (1, 28, 28), 10)
     state = model_state(model)

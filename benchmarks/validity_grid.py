@@ -1,6 +1,6 @@
 """The validity suite's full grid (``make validity``): coverage of every route and a tightness table.
 
-For every route × strategy × scenario × design (parts in :mod:`privaudit.audit.validity`) it runs R seeded
+For every route × strategy × scenario × design (parts in :mod:`privaudit.stats.validity`) it runs R seeded
 audits and reports the over-claim rate P[ε_lb > ε_true] with its 95% Clopper–Pearson interval against α;
 then the tightness of each route on the Gaussian mechanism (mean ε_lb/ε_true at n = 10⁴). Writes
 ``reports/validity.md`` (``--json PATH`` also writes every cell's raw numbers) with the exact command, the
@@ -41,7 +41,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from privaudit.audit.validity import (
+from privaudit.stats.validity import (
     NULL_SHAPES,
     Bernoulli,
     Cell,

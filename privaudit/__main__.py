@@ -1,5 +1,5 @@
 import sys
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 
 sys.exit(main())

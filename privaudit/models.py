@@ -113,7 +113,7 @@ def _logreg(input_shape: tuple[int, ...], num_classes: int, init: str = "upcycle
 
 def _glm_logistic(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """Binary logistic GLM, logits ``[0, wᵀx]`` without bias: Upcycled-FL Thm 6.3's own setting (u₁ = ‖x‖, u₂ = 1/4)."""
-    from privaudit.fl.glm import BinaryLogisticGLM
+    from privaudit.fl.engine.glm import BinaryLogisticGLM
 
     if int(num_classes) != 2:
         raise InvalidParameterError(f"glm-logistic is a binary model (Thm 6.3's GLM); the dataset has {num_classes} classes")
@@ -175,10 +175,10 @@ def _privatefl_dnn_in(
 
     Default T_k(x) = α ⊙ x + β with α per channel and β per pixel and channel (001 Table 2's best, the
     reference ``InputNorm(1, 28)``), identity at initialisation; other forms of 001 Table 1 via ``transform``
-    (:mod:`privaudit.fl.transform`). The body is built first, so its initial weights equal
+    (:mod:`privaudit.papers.privatefl.transform`). The body is built first, so its initial weights equal
     ``privatefl-dnn``'s under the same seed. The transformation's parameters are named ``transform.*``.
     """
-    from privaudit.fl.transform import PersonalisedModel, build_transform
+    from privaudit.papers.privatefl.transform import PersonalisedModel, build_transform
 
     body = _privatefl_dnn(input_shape, num_classes)
     return PersonalisedModel(body, build_transform(input_shape, transform, alpha, beta))

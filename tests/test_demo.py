@@ -3,7 +3,7 @@
 import pytest
 from rich.console import Console
 
-from privaudit.demo import TOUR, run_default_audit, run_tour
+from privaudit.cli.demo import TOUR, run_default_audit, run_tour
 
 
 def test_tour_runs_every_step(capsys):

@@ -4,8 +4,8 @@ Source: Xu, Hong, Huang, Jiang, "Acceleration of Federated Learning with Allevia
 Training" (FedReg), ICLR 2022 — §3.2 eq. (10)–(11) (pseudo/perturbed-data regulariser) and §3.3 eq. (12)
 (modified gradient); privaudit spec ``seed_code.md`` §3.1.
 
-The pure pieces live in :mod:`privaudit.fl.fedreg_step` (the training engine,
-``privaudit.fl.algorithms.fedreg``, uses the same ones) and are re-exported here:
+The pure pieces live in :mod:`privaudit.papers.fedreg.local_step` (the training engine,
+``privaudit.papers.fedreg.algorithm``, uses the same ones) and are re-exported here:
 
 * :func:`modified_gradient` — eq. (12): remove from the data gradient its component along the gradient
   of the pseudo data with uniform labels.
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.fedreg_step import (
+from privaudit.papers.fedreg.local_step import (
     FGSM_GRADIENTS,
     fgsm_pseudo_inputs,
     modified_gradient,

@@ -25,7 +25,7 @@ API summary (for the audit runner; turning scores into ε lower bounds is :mod:`
     summed_canary_scores(observations, canaries) -> MembershipScores            (per-canary design)
     canary_client_scores(source, CanaryClients, threat_model="final-model"|"all-iterates") -> MembershipScores
     null_cosine_pdf / _cdf / _sf / sample_null_cosines(count, d, rng)          analytic null, Var = 1/d
-        source = checkpoint path | privaudit.fl.recording.ReleaseRecorder | FederationReleases
+        source = checkpoint path | privaudit.fl.engine.recording.ReleaseRecorder | FederationReleases
 
     # Upcycled-FL output perturbation (Thm 6.2; spec U2, U5) ---------------------------------------
     pair = neighbouring_clipped_models(model, start_state, client_data, worst_case_record(shape) | in_domain_record(shape),

@@ -20,7 +20,7 @@ import numpy as np
 
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.canaries.clients import CanaryClients
-from privaudit.fl.params import flatten
+from privaudit.fl.engine.params import flatten
 
 from .releases import releases_of
 from .scores import MembershipScores

@@ -3,7 +3,7 @@
 The reference code seeds its noise with ``torch.manual_seed(int(frac(time.time())·1000))`` and then draws
 ``torch.normal(0, std)`` for every state-dict key in order, so a release Y = ξ(ω) + n has n ∈ {n_0, …, n_999}.
 Given Y, the auditor regenerates the 1000 candidate noises exactly as the engine's ``rng="clock-ms"``
-privatizer draws them (:func:`privaudit.fl.noise.gaussian_noise` with a generator seeded k, key by key in the
+privatizer draws them (:func:`privaudit.fl.privacy.noise.gaussian_noise` with a generator seeded k, key by key in the
 model's order — the same numbers as the reference code's global-RNG draws) and tests each implied clipped
 model ξ_k = Y − n_k:
 
@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import noise
-from privaudit.fl.params import State, flatten, unflatten
+from privaudit.fl.engine.params import State, flatten, unflatten
+from privaudit.fl.privacy import noise
 
 SEEDS = 1000
 CONSEQUENCE = (

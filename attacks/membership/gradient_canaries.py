@@ -23,7 +23,7 @@ import numpy as np
 
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.canaries.gradients import GradientCanaries
-from privaudit.fl.params import flatten
+from privaudit.fl.engine.params import flatten
 
 from .releases import FederationReleases, releases_of
 from .scores import MembershipScores, RoundObservations
@@ -45,7 +45,7 @@ def _noise_std(privacy: dict[str, Any] | None) -> float | None:
 def gradient_canary_observations(source: Any, canaries: GradientCanaries, *, view: str = "client") -> RoundObservations:
     """One :class:`MembershipScores` per chosen training round (see the module docstring).
 
-    ``source``: a checkpoint path, a :class:`~privaudit.fl.recording.ReleaseRecorder` or a
+    ``source``: a checkpoint path, a :class:`~privaudit.fl.engine.recording.ReleaseRecorder` or a
     :class:`~attacks.membership.releases.FederationReleases`. Rounds in which the canary client was not
     sampled give no observation and are listed in ``meta["rounds_without_client"]``.
     """

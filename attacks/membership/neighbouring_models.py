@@ -6,7 +6,7 @@ SGD-trained local model (spec ``seed_code.md`` §1.4–1.5). Thm 6.2's proof ass
 for the code's training one record can move ξ(ω) by ≈ τ.
 
 :func:`neighbouring_clipped_models` trains the client twice from the same start with the engine's optimiser
-(:func:`privaudit.fl.local_training.run_lanes`: momentum SGD on the mean mini-batch cross-entropy, optional
+(:func:`privaudit.fl.engine.local_training.run_lanes`: momentum SGD on the mean mini-batch cross-entropy, optional
 proximal term), *coupled*: D ∪ {z} uses D's own mini-batch schedule with z added to one uniformly chosen
 mini-batch per epoch, so the only difference between the runs is the record (dropout masks come from the
 same seed; a batch holding z draws one more row of masks, which shifts later masks — exact coupling holds for
@@ -32,11 +32,11 @@ from torch.func import functional_call
 
 from privaudit.data.base import ClientData
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import noise
-from privaudit.fl.config import LocalTrainingConfig
-from privaudit.fl.local_training import Schedule, make_schedule, run_lanes
-from privaudit.fl.params import State, global_norm, sub
-from privaudit.fl.seeding import SeedTree, seeded_torch_global
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.local_training import Schedule, make_schedule, run_lanes
+from privaudit.fl.engine.params import State, global_norm, sub
+from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
+from privaudit.fl.privacy import noise
 
 #: spec U2's record norms were 3·10³–6·10³
 WORST_CASE_NORM = 5e3

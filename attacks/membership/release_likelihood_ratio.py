@@ -8,7 +8,7 @@ clipped models ξ₀ (without the record) and ξ₁ (with it), the optimal test 
 
 which is N(+μ²/2, μ²) when Y was made from ξ₁ and N(−μ²/2, μ²) from ξ₀, with μ = ‖ξ₁ − ξ₀‖/s: the release is
 exactly μ-GDP for this pair (Dong, Roth & Su 2022, Thm 2.7). :func:`output_perturbation_lr_test` draws fresh
-releases with the engine's own noise (:func:`privaudit.fl.noise.gaussian_noise`, the privatizer's generator:
+releases with the engine's own noise (:func:`privaudit.fl.privacy.noise.gaussian_noise`, the privatizer's generator:
 seeded streams, or clock-millisecond seeds for ``rng="clock-ms"``) and returns Λ of the in-releases (made with
 the record) and of the out-releases; their separation is μ up to Monte-Carlo error, which the auditor turns
 into an ε lower bound.
@@ -24,10 +24,10 @@ import numpy as np
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import noise
-from privaudit.fl.params import flatten
-from privaudit.fl.privacy import NoiseRng, OutputPerturbationConfig
-from privaudit.fl.seeding import SeedTree
+from privaudit.fl.engine.params import flatten
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.privacy import noise
+from privaudit.fl.privacy.perturbation import NoiseRng, OutputPerturbationConfig
 
 from .neighbouring_models import NeighbouringClippedModels
 from .scores import MembershipScores

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privaudit.errors import CheckpointError, InvalidParameterError
-from privaudit.fl.params import State
+from privaudit.fl.engine.params import State
 
 
 class FederationReleases:
@@ -58,7 +58,7 @@ class CheckpointReleases(FederationReleases):
     """Releases stored in a checkpoint directory (client releases need ``--save-client-updates``)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        from privaudit.fl.checkpoint import TrainedFederation
+        from privaudit.fl.engine.checkpoint import TrainedFederation
 
         self.federation = TrainedFederation(path)
         manifest = self.federation.manifest
@@ -83,7 +83,7 @@ class CheckpointReleases(FederationReleases):
 
 
 class RecordedReleases(FederationReleases):
-    """Releases kept in memory by a :class:`~privaudit.fl.recording.ReleaseRecorder`."""
+    """Releases kept in memory by a :class:`~privaudit.fl.engine.recording.ReleaseRecorder`."""
 
     def __init__(self, recorder) -> None:
         if recorder.info is None:

@@ -2,7 +2,7 @@
 
 A :class:`TargetModel` comes from a checkpoint (:meth:`TargetModel.from_checkpoint`: the global model of a
 round, its training data reloaded from the manifest's ``train_spec`` and checked against the recorded
-fingerprint) or from an in-memory :class:`~privaudit.fl.federation.FederationResult`
+fingerprint) or from an in-memory :class:`~privaudit.fl.engine.round_loop.FederationResult`
 (:meth:`TargetModel.from_result`). Predictions always run the model in evaluation mode (no dropout), the
 fix tensorflow/privacy PR #484 made to the LiRA reference code.
 """
@@ -21,9 +21,9 @@ from torch.func import functional_call
 
 from privaudit.data.base import FederatedDataset
 from privaudit.errors import CheckpointError, InvalidParameterError
-from privaudit.fl.config import LocalTrainingConfig
-from privaudit.fl.experiment import TrainSpec
-from privaudit.fl.params import State
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.params import State
+from privaudit.fl.engine.run import TrainSpec
 
 _CHUNK = 8192
 
@@ -40,7 +40,7 @@ def train_spec_from_dict(data: Mapping[str, Any]) -> TrainSpec:
 
 
 def load_training_data(spec: TrainSpec) -> FederatedDataset:
-    """The federated dataset ``spec`` trains on (the same loader call as :func:`privaudit.fl.experiment.run_training`)."""
+    """The federated dataset ``spec`` trains on (the same loader call as :func:`privaudit.fl.engine.run.run_training`)."""
     from privaudit.data import load_dataset
 
     return load_dataset(spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed,
@@ -95,7 +95,7 @@ class TargetModel:
     @classmethod
     def from_checkpoint(cls, path: str | os.PathLike, round: int | None = None, *, load_data: bool = True) -> TargetModel:
         """The global model after ``round`` (default: the last) of the trained federation at ``path``."""
-        from privaudit.fl.checkpoint import TrainedFederation
+        from privaudit.fl.engine.checkpoint import TrainedFederation
 
         federation = TrainedFederation(path)
         module = federation.build_model(round)
@@ -119,7 +119,7 @@ class TargetModel:
 
     @classmethod
     def from_result(cls, result, dataset: FederatedDataset | None = None, train_spec: TrainSpec | None = None) -> TargetModel:
-        """The final global model of an in-memory :class:`~privaudit.fl.federation.FederationResult`."""
+        """The final global model of an in-memory :class:`~privaudit.fl.engine.round_loop.FederationResult`."""
         info = result.info
         state = {k: result.state[k].clone() for k in info.initial_state}
         return cls(info.model, state, info.model_name, dataset, train_spec, f"federation {info.algorithm.get('name', '?')}")

@@ -9,16 +9,23 @@ Convenience API (numpy/scipy only, no torch)::
 
 Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``, ``one-run-fdp-box``,
 ``one-run-paired``); each is valid only for the mechanism families and score designs listed in
-:mod:`privaudit.audit.routes`, and :func:`audit_scores` runs every route that applies. Threshold and
-guess strategies: :mod:`privaudit.audit.strategies`. Attack metrics with bootstrap intervals:
+:mod:`privaudit.stats.routes`, and :func:`audit_scores` runs every route that applies. Threshold and
+guess strategies: :mod:`privaudit.stats.strategies`. Attack metrics with bootstrap intervals:
 :func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`;
 the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the gradient-canary audit of a checkpoint,
 :func:`run_gradient_canary_audit` (imports torch only when called).
 """
 
-from privaudit.audit.assumptions import Design, MechanismFamily
-from privaudit.audit.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
-from privaudit.audit.estimators import (
+from privaudit.audit.workflows.gradient_canaries import (
+    CompositionValidity,
+    GradientCanaryAudit,
+    composition_validity,
+    run_gradient_canary_audit,
+)
+from privaudit.stats.assumptions import Design, MechanismFamily
+from privaudit.stats.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
+from privaudit.stats.estimates import IntervalEstimate, LowerBound, PowerEstimate
+from privaudit.stats.estimators import (
     ESTIMATORS,
     RouteOutcome,
     audit_scores,
@@ -32,24 +39,17 @@ from privaudit.audit.estimators import (
     epsilon_one_run_paired,
     estimate,
 )
-from privaudit.audit.gdp_composition import (
+from privaudit.stats.gdp_composition import (
     GdpComposition,
     compose_mu,
     gdp_best_round_lower_bound,
     gdp_rounds_lower_bound,
 )
-from privaudit.audit.gradient_canary_audit import (
-    CompositionValidity,
-    GradientCanaryAudit,
-    composition_validity,
-    run_gradient_canary_audit,
-)
-from privaudit.audit.metrics import AttackMetrics, attack_metrics
-from privaudit.audit.results import IntervalEstimate, LowerBound, PowerEstimate
-from privaudit.audit.roc import RocCurve, auc, roc_curve, tpr_at_fpr
-from privaudit.audit.routes import ROUTES, Route
-from privaudit.audit.scores import AuditScores
-from privaudit.audit.strategies import (
+from privaudit.stats.metrics import AttackMetrics, attack_metrics
+from privaudit.stats.roc import RocCurve, auc, roc_curve, tpr_at_fpr
+from privaudit.stats.routes import ROUTES, Route
+from privaudit.stats.scores import AuditScores
+from privaudit.stats.strategies import (
     DEFAULT_GDP_FAMILY,
     DEFAULT_GUESS_GRID,
     Bonferroni,

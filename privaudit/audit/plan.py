@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.audit.strategies import Strategy
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.strategies import Strategy
 
 
 class Role(str, Enum):
@@ -63,7 +63,7 @@ class EstimatorChoice:
 
     ``pilot`` > 0 spends the first ``pilot`` trials on choosing an explicit threshold (the midpoint between
     the pilot in- and out-scores, Jagielski et al. 2020: a threshold picked on separate runs) and bounds on
-    the remaining trials with :class:`~privaudit.audit.strategies.Explicit`; ``strategy`` is then ignored.
+    the remaining trials with :class:`~privaudit.stats.strategies.Explicit`; ``strategy`` is then ignored.
     """
 
     name: str
@@ -71,7 +71,7 @@ class EstimatorChoice:
     pilot: int = 0
 
     def __post_init__(self) -> None:
-        from privaudit.audit.routes import ROUTES
+        from privaudit.stats.routes import ROUTES
 
         if self.name not in ROUTES:
             raise InvalidParameterError(f"unknown estimator {self.name!r}")
@@ -129,7 +129,7 @@ class Reading:
     """One way of testing a claim (see the module docstring).
 
     ``mechanism`` is the family of the mechanism this reading audits (``any`` | ``gaussian`` | ``pure``,
-    :mod:`privaudit.audit.assumptions`) and ``design`` how its trials produce scores (None: each route's own). The
+    :mod:`privaudit.stats.assumptions`) and ``design`` how its trials produce scores (None: each route's own). The
     runner runs only the estimators whose bounds are valid under both, and lists the others with the reason.
 
     ``decision`` replaces the (ε, δ) rule for claims that state no ε (:mod:`privaudit.audit.comparison`): the runner

@@ -4,7 +4,7 @@ Entry points:
 
 * :func:`run_claim` — one claim of the registry (``privaudit audit --claim ID``);
 * :func:`run_suite` — every claim of a named suite (``privaudit audit --suite default``);
-* :func:`privaudit.audit.checkpoint_audit.run_one_run_audit` — a one-run canary audit of a trained federation.
+* :func:`privaudit.audit.workflows.checkpoint_one_run.run_one_run_audit` — a one-run canary audit of a trained federation.
 
 For each reading of a claim (``privaudit.audit.plan``) the runner runs its trials with
 :func:`privaudit.executor.run_trials` into ``<out>/trials/<claim>/<reading>/trials.jsonl`` (a re-run skips the
@@ -35,19 +35,19 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.audit.assumptions import design_of, mechanism_family
 from privaudit.audit.claims import Claim, get_claim
 from privaudit.audit.comparison import comparison_by_role, is_comparison_claim, overall_comparison
-from privaudit.audit.estimators import estimate
-from privaudit.audit.metrics import attack_metrics
 from privaudit.audit.plan import Analysis, ClaimDetails, PendingPart, Reading, Role
-from privaudit.audit.results import LowerBound, jsonable
-from privaudit.audit.routes import route
-from privaudit.audit.strategies import Explicit
 from privaudit.audit.suites import get_suite
 from privaudit.audit.verdict import Verdict, VerdictResult, decide
 from privaudit.errors import InvalidParameterError
 from privaudit.executor import EXECUTORS, make_executor, make_trials, run_trials
+from privaudit.stats.assumptions import design_of, mechanism_family
+from privaudit.stats.estimates import LowerBound, jsonable
+from privaudit.stats.estimators import estimate
+from privaudit.stats.metrics import attack_metrics
+from privaudit.stats.routes import route
+from privaudit.stats.strategies import Explicit
 
 PLAN_FILE = "plan.json"
 ROC_POINTS = 256

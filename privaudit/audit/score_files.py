@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from privaudit.audit.scores import AuditScores
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.scores import AuditScores
 
 SIDES = ("in", "out")
 

@@ -1,9 +1,9 @@
 """``privaudit audit --scores FILE``: the audit of attack scores computed elsewhere, as one JSON-able result.
 
-Every route of :mod:`privaudit.audit.routes` is listed: the ones valid for the declared mechanism family and design
+Every route of :mod:`privaudit.stats.routes` is listed: the ones valid for the declared mechanism family and design
 run at α/k each (k = how many run), so the largest bound holds with family-wise confidence 1 − α; the others carry
 the reason they were not run. With a claimed ε the verdict rules of :mod:`privaudit.audit.verdict` apply, with power
-resampled from these scores (:mod:`privaudit.audit.power`).
+resampled from these scores (:mod:`privaudit.stats.power`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from privaudit.audit.assumptions import DESIGN_TEXT, MECHANISM_TEXT, Design, MechanismFamily
-from privaudit.audit.estimators import audit_scores
-from privaudit.audit.metrics import attack_metrics
-from privaudit.audit.scores import AuditScores
 from privaudit.audit.verdict import decide
+from privaudit.stats.assumptions import DESIGN_TEXT, MECHANISM_TEXT, Design, MechanismFamily
+from privaudit.stats.estimators import audit_scores
+from privaudit.stats.metrics import attack_metrics
+from privaudit.stats.scores import AuditScores
 
 
 def _fmt(x: float) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from privaudit.audit.claims import CLAIMS, get_claim
+from privaudit.audit.claims import all_claims, get_claim
 from privaudit.errors import InvalidParameterError
 
 
@@ -36,7 +36,7 @@ def register(suite: str, claim_id: str, trials: int) -> None:
 def suites() -> dict[str, list[SuiteEntry]]:
     """Every suite by name, claims in registry order (then registered extras)."""
     out: dict[str, list[SuiteEntry]] = {}
-    for claim in CLAIMS:
+    for claim in all_claims():
         for name, trials in claim.suites:
             out.setdefault(name, []).append(SuiteEntry(claim.claim_id, int(trials)))
     for name, entries in _EXTRA.items():

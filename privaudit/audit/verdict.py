@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from privaudit.audit.results import LowerBound
+from privaudit.stats.estimates import LowerBound
 
 
 class Verdict(str, Enum):

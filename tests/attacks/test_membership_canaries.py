@@ -26,9 +26,9 @@ from privaudit.fl.canaries.clients import CanaryClientInsertion, add_canary_clie
 from privaudit.fl.canaries.compose import run_spec_on_dataset, with_canaries
 from privaudit.fl.canaries.gradients import GradientCanaryInsertion, make_gradient_canaries
 from privaudit.fl.canaries.inputs import insert_input_canaries, make_input_canaries
-from privaudit.fl.config import LocalTrainingConfig
-from privaudit.fl.experiment import TrainSpec
-from privaudit.fl.recording import ReleaseRecorder
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.recording import ReleaseRecorder
+from privaudit.fl.engine.run import TrainSpec
 from tests.attacks.membership_setup import overfit_dataset, overfit_spec
 from tests.fl.conftest import make_dataset
 

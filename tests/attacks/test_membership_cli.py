@@ -1,4 +1,4 @@
-"""``privaudit attack membership`` through ``privaudit.cli.main``: result files, and one-line exit-2 errors."""
+"""``privaudit attack membership`` through ``privaudit.cli.app.main``: result files, and one-line exit-2 errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 from privaudit.report.results import read_result
 
 TRAIN = ["train", "--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "2", "--num-clients", "4",
@@ -28,9 +28,9 @@ def checkpoints(tmp_path_factory):
     # a checkpoint written without a training recipe (an in-memory run with a checkpoint observer)
     from privaudit.data import load_dataset
     from privaudit.fl.algorithms.fedavg import FedAvg
-    from privaudit.fl.checkpoint import CheckpointWriter
-    from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.federation import run_federation
+    from privaudit.fl.engine.checkpoint import CheckpointWriter
+    from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+    from privaudit.fl.engine.round_loop import run_federation
 
     dataset = load_dataset("synthetic:iid", num_clients=2, dim=5, num_classes=2)
     run_federation(dataset, "logreg", FedAvg(), FederationConfig(rounds=1, local=LocalTrainingConfig(epochs=1)),

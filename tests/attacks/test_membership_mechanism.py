@@ -23,14 +23,14 @@ from attacks.membership import (
 )
 from privaudit.data import load_dataset
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import noise
 from privaudit.fl.algorithms.fedprox import FedProx
-from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-from privaudit.fl.federation import run_federation
-from privaudit.fl.params import global_norm, model_state
-from privaudit.fl.privacy import OutputPerturbation, OutputPerturbationConfig
-from privaudit.fl.recording import ReleaseRecorder
-from privaudit.fl.seeding import seeded_torch_global
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.params import global_norm, model_state
+from privaudit.fl.engine.recording import ReleaseRecorder
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.seeding import seeded_torch_global
+from privaudit.fl.privacy import noise
+from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
 from privaudit.models import build_model
 
 TAU = 10.0
@@ -75,7 +75,7 @@ def test_a_record_inside_the_domain_moves_it_by_less_than_the_claim(smallest_cli
 def test_coupled_schedule_differs_only_by_the_record():
     """D ∪ {z} reuses D's mini-batches, with z in exactly one batch per epoch: the runs differ only by z."""
     from attacks.membership.neighbouring_models import _coupled_schedule
-    from privaudit.fl.local_training import make_schedule
+    from privaudit.fl.engine.local_training import make_schedule
 
     base = make_schedule(45, 10, 32, np.random.default_rng(0))
     coupled = _coupled_schedule(base, 2, 45, np.random.default_rng(1))

@@ -17,7 +17,7 @@ from attacks.membership import (
 )
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.canaries.compose import run_spec_on_dataset
-from privaudit.fl.recording import ReleaseRecorder
+from privaudit.fl.engine.recording import ReleaseRecorder
 from tests.attacks.membership_setup import overfit_dataset, overfit_spec
 
 SIGNAL_ATTACKS = ("loss", "confidence", "modified-entropy")

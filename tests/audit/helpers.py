@@ -23,7 +23,7 @@ def checkpoint_without_recipe(checkpoint, tmp_path):
     import json
     import shutil
 
-    from privaudit.fl.checkpoint import MANIFEST, manifest_digest
+    from privaudit.fl.engine.checkpoint import MANIFEST, manifest_digest
 
     copy = tmp_path / "custom"
     shutil.copytree(checkpoint, copy)
@@ -36,7 +36,7 @@ def checkpoint_without_recipe(checkpoint, tmp_path):
 
 def run_audit(capsys, *args):
     """``privaudit audit ARGS`` through the CLI: (exit code, stdout, stderr)."""
-    from privaudit.cli import main
+    from privaudit.cli.app import main
 
     code = main(["audit", *args])
     out, err = capsys.readouterr()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from privaudit.audit.claims import CLAIMS, claim_ids, claim_status, get_claim, list_claims
+from privaudit.audit.claims import all_claims, claim_ids, claim_status, get_claim, list_claims
 from privaudit.audit.plan import PendingPart, Requirement
 from privaudit.audit.suites import get_suite, register, suites
 from privaudit.errors import InvalidParameterError
@@ -29,7 +29,7 @@ def test_registry_lists_the_six_claims_as_frozen_data():
     assert claim.params["sigma"] == 0.8 and claim.params["rounds"] == 40
     with pytest.raises(dataclasses.FrozenInstanceError):
         claim.epsilon = 2.0  # type: ignore[misc]
-    for c in CLAIMS:
+    for c in all_claims():
         assert c.assumptions and c.spec_points and ":" in c.recipe
         assert c.to_dict()["claimed"] == {"epsilon": c.epsilon, "delta": c.delta}
 
@@ -51,7 +51,7 @@ def test_status_ready_or_pending_with_reasons():
 
 
 def test_parts_are_pending_while_their_training_code_is_missing(monkeypatch):
-    from privaudit.audit.recipes import privatefl
+    from privaudit.papers.privatefl import recipe as privatefl
 
     monkeypatch.setattr(privatefl, "PRIVATEFL_TRAINING", Requirement("privaudit.fl.no_such_module", "PrivateFL training (issue 6)"))
     cdp = claim_status(get_claim("privatefl-cdp-eps8"))
@@ -96,7 +96,7 @@ def test_listing_claims_imports_neither_torch_nor_opacus():
 # ------------------------------------------------------------------------------------------------
 SEEDS = {"000_885f491b4e5299dd.txt", "001_da864522ec6b6fa7.txt", "002_ce947d6957998473.txt", "003_a806a4129da32579.txt",
          "004_d5201f9987646520.txt"}
-QUOTED = [c for c in REQUIRED_IDS if not c.startswith("fedreg-")]  # FedReg states no ε: tests/audit/test_claims_fedreg.py
+QUOTED = [c for c in REQUIRED_IDS if not c.startswith("fedreg-")]  # FedReg states no ε: tests/papers/fedreg/test_claims_fedreg.py
 
 
 @pytest.mark.parametrize("claim_id", QUOTED)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from privaudit.accounting.gaussian import gaussian_epsilon
-from privaudit.audit.recipes.pfa import PFA_TRAINING
-from privaudit.audit.recipes.privatefl import PRIVATEFL_TRAINING
 from privaudit.audit.runner import AuditSettings, run_claim
 from privaudit.models import build_model
+from privaudit.papers.pfa.recipe import PFA_TRAINING
+from privaudit.papers.privatefl.recipe import PRIVATEFL_TRAINING
 from privaudit.report.results import read_result
 
 torch.set_num_threads(1)

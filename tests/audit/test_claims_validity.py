@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from privaudit.audit.claims import get_claim
-from privaudit.audit.recipes.upcycled import output_perturbation
 from privaudit.audit.runner import AuditSettings, run_reading
 from privaudit.audit.verdict import Verdict
+from privaudit.papers.upcycled.recipe import output_perturbation
 
 torch.set_num_threads(1)
 TRIALS = 400

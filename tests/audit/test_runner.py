@@ -11,9 +11,9 @@ from privaudit.audit.claims import get_claim
 from privaudit.audit.plan import Analysis, EstimatorChoice, Reading, Role, TrialPlan
 from privaudit.audit.recipes.trial_results import paired_scores
 from privaudit.audit.runner import AuditSettings, ReadingOutcome, overall_verdict, run_reading
-from privaudit.audit.strategies import Explicit
 from privaudit.audit.verdict import AccountingEvidence, Verdict, VerdictResult
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.strategies import Explicit
 
 CLAIM = get_claim("pfa-heterogeneous-calibration")  # any registered claim: the runner only uses its id here
 

@@ -1,4 +1,4 @@
-"""``privaudit attack inversion`` through ``privaudit.cli.main``: both modes, result files, report, one-line errors."""
+"""``privaudit attack inversion`` through ``privaudit.cli.app.main``: both modes, result files, report, one-line errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 from privaudit.report.results import read_result
 
 TRAIN = ["train", "--algorithm", "fedavg", "--dataset", "images", "--model", "convnet", "--local-epochs", "1",
@@ -119,7 +119,7 @@ def test_checkpoint_mode_takes_the_runs_own_algorithm_settings(capsys, tmp_path)
 
 def test_the_cli_knows_every_registered_attack():
     from attacks.inversion.registry import ATTACKS
-    from privaudit.commands.attack_inversion import ATTACK_NAMES, ITERATION_FIELD
+    from privaudit.cli.attack_inversion import ATTACK_NAMES, ITERATION_FIELD
 
     assert set(ATTACK_NAMES) == set(ATTACKS) == set(ITERATION_FIELD)
 

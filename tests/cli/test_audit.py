@@ -57,8 +57,8 @@ def test_suite_json(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from privaudit.fl.config import LocalTrainingConfig
-    from privaudit.fl.experiment import TrainSpec, run_training
+    from privaudit.fl.engine.config import LocalTrainingConfig
+    from privaudit.fl.engine.run import TrainSpec, run_training
 
     path = tmp_path_factory.mktemp("runs") / "priv"
     spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=2, num_clients=10, privacy="output-perturbation",
@@ -126,5 +126,5 @@ def test_pending_claim_is_refused_with_its_reason(capsys, monkeypatch):
 
     pending = dataclasses.replace(claims.get_claim("pfa-heterogeneous-calibration"),
                                   requires=(Requirement("privaudit.fl.no_such_module", "training code of a future issue"),))
-    monkeypatch.setitem(claims._BY_ID, pending.claim_id, pending)
+    monkeypatch.setitem(claims.claims_by_id(), pending.claim_id, pending)
     one_line_error(capsys, "--claim", pending.claim_id, match="is pending: needs training code of a future issue")

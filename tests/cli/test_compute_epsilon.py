@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 
 
 def run(capsys, *args):

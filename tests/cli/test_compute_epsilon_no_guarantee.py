@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 
 STATEMENT = "no DP guarantee (ε = ∞)"
 
@@ -19,7 +19,7 @@ def plain_run(tmp_path_factory):
 
 
 def test_non_private_run_records_one_non_private_event_per_release(plain_run):
-    from privaudit.fl.checkpoint import read_ledger
+    from privaudit.fl.engine.checkpoint import read_ledger
 
     ledger = read_ledger(plain_run)
     assert len(ledger.events) == 3 * 2 and not any(e.has_guarantee for e in ledger.events)
@@ -46,7 +46,7 @@ def test_checkpoint_with_an_empty_ledger_claims_nothing(plain_run, tmp_path, cap
     """Checkpoints written before non-private events existed have an empty ledger: still ε = ∞, not 0."""
     import shutil
 
-    from privaudit.fl.checkpoint import manifest_digest
+    from privaudit.fl.engine.checkpoint import manifest_digest
 
     legacy = tmp_path / "legacy"
     shutil.copytree(plain_run, legacy)

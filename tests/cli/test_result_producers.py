@@ -13,8 +13,8 @@ import pytest
 
 from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Gaussian, SubsampledGaussian
-from privaudit.cli import main
-from privaudit.fl.checkpoint import TRAINING_RESULT, TrainedFederation, read_ledger, verify_checkpoint
+from privaudit.cli.app import main
+from privaudit.fl.engine.checkpoint import TRAINING_RESULT, TrainedFederation, read_ledger, verify_checkpoint
 from privaudit.report.build import build_report
 from privaudit.report.producers import epsilon_curve_data
 from privaudit.report.results import read_result
@@ -22,7 +22,7 @@ from privaudit.report.results import read_result
 ROUNDS = 5
 TINY = ["--dataset", "synthetic:iid", "--dataset-option", "dim=5", "--dataset-option", "num_classes=2", "--quiet", "--json"]
 
-#: opacus warns on its own backward hooks for inputs without gradients (privaudit.fl.dpsgd); harmless here.
+#: opacus warns on its own backward hooks for inputs without gradients (privaudit.fl.privacy.dpsgd); harmless here.
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
 

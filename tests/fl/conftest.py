@@ -37,7 +37,7 @@ def tiny_dataset() -> FederatedDataset:
 
 
 def tiny_model(dim: int = 5, num_classes: int = 3, hidden: int | None = None, seed: int = 0) -> torch.nn.Module:
-    from privaudit.fl.seeding import seeded_torch_global
+    from privaudit.fl.engine.seeding import seeded_torch_global
 
     def build() -> torch.nn.Module:
         if hidden is None:

@@ -16,11 +16,11 @@ from privaudit.fl.algorithms.pfedme import PFedMe
 from privaudit.fl.algorithms.registry import algorithm_specs, make_algorithm
 from privaudit.fl.algorithms.scaffold import Scaffold
 from privaudit.fl.algorithms.upcycled import Upcycled
-from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-from privaudit.fl.evaluation import Evaluator
-from privaudit.fl.federation import run_federation
-from privaudit.fl.seeding import SeedTree
-from privaudit.fl.trainer import LocalOutcome
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.evaluation import Evaluator
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.engine.trainer import LocalOutcome
 from tests.fl.conftest import make_dataset, tiny_model
 
 ALGORITHMS = {
@@ -148,7 +148,7 @@ def test_registry_builds_every_algorithm_and_its_upcycled_version():
 
 def test_client_update_is_one_clients_round():
     """The architecture's single-client entry point gives what the federation's first round computes."""
-    from privaudit.fl.federation import RoundObserver
+    from privaudit.fl.engine.round_loop import RoundObserver
 
     class FirstRound(RoundObserver):
         def on_round_end(self, round, state, results, metrics):

@@ -18,10 +18,10 @@ from privaudit.fl.canaries.compose import run_spec_on_dataset, with_canaries
 from privaudit.fl.canaries.directions import dirac_directions, random_unit_directions
 from privaudit.fl.canaries.gradients import GradientCanaries, GradientCanaryInsertion, make_gradient_canaries
 from privaudit.fl.canaries.inputs import InputCanaries, insert_input_canaries, make_input_canaries
-from privaudit.fl.config import LocalTrainingConfig
-from privaudit.fl.experiment import TrainSpec
-from privaudit.fl.params import flatten, global_norm
-from privaudit.fl.recording import ReleaseRecorder
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.params import flatten, global_norm
+from privaudit.fl.engine.recording import ReleaseRecorder
+from privaudit.fl.engine.run import TrainSpec
 from tests.fl.conftest import make_dataset
 
 DIMENSION = 5 * 3 + 3  # logreg on make_dataset(): W (3×5) and b (3)

@@ -14,7 +14,7 @@ from privaudit.errors import CheckpointError
 from privaudit.fl.algorithms.fedprox import FedProx
 from privaudit.fl.algorithms.scaffold import Scaffold
 from privaudit.fl.algorithms.upcycled import Upcycled
-from privaudit.fl.checkpoint import (
+from privaudit.fl.engine.checkpoint import (
     CheckpointWriter,
     TrainedFederation,
     clients_file,
@@ -23,9 +23,9 @@ from privaudit.fl.checkpoint import (
     read_manifest,
     verify_checkpoint,
 )
-from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-from privaudit.fl.federation import RoundObserver, run_federation
-from privaudit.fl.privacy import OutputPerturbation, OutputPerturbationConfig
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.round_loop import RoundObserver, run_federation
+from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
 from tests.fl.conftest import make_dataset, tiny_model
 
 
@@ -144,8 +144,8 @@ def test_edited_manifest_is_detected(trained, tmp_path):
 ])
 def test_structurally_broken_manifest_with_a_recomputed_hash(trained, tmp_path, capsys, edit, message):
     """The manifest hash has no key: a hand-edited manifest with a matching hash still meets one clear error."""
-    from privaudit.cli import main
-    from privaudit.fl.checkpoint import manifest_digest
+    from privaudit.cli.app import main
+    from privaudit.fl.engine.checkpoint import manifest_digest
 
     path = _copy(trained[0], tmp_path / "t")
     manifest = json.loads((path / "manifest.json").read_text())
@@ -187,7 +187,7 @@ def test_tensor_files_are_safetensors_not_pickles(trained):
 def test_reading_the_ledger_does_not_import_torch(trained):
     code = (
         "import sys\n"
-        "from privaudit.fl.checkpoint import read_ledger, read_manifest, verify_checkpoint\n"
+        "from privaudit.fl.engine.checkpoint import read_ledger, read_manifest, verify_checkpoint\n"
         f"ledger = read_ledger({str(trained[0])!r})\n"
         f"verify_checkpoint({str(trained[0])!r})\n"
         "assert 'torch' not in sys.modules and 'safetensors' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)\n"

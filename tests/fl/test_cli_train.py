@@ -1,4 +1,4 @@
-"""``privaudit train`` through ``privaudit.cli.main``: the issue's commands (scaled down), --list, bad input."""
+"""``privaudit train`` through ``privaudit.cli.app.main``: the issue's commands (scaled down), --list, bad input."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from privaudit.cli import main
-from privaudit.fl.checkpoint import TrainedFederation, read_ledger
+from privaudit.cli.app import main
+from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger
 
 TINY = ["--num-clients", "4", "--dataset-option", "dim=5", "--dataset-option", "num_classes=2", "--quiet", "--json"]
 

@@ -1,4 +1,4 @@
-"""Local DP-SGD (privaudit.fl.dpsgd), the transformation's per-sample rule, and the LocalDP wrapper's events and budgets."""
+"""Local DP-SGD (privaudit.fl.privacy.dpsgd), the transformation's per-sample rule, and the LocalDP wrapper's events and budgets."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from privaudit.accounting.calibrate import calibrate_noise
 from privaudit.accounting.mechanisms import Composition, SubsampledGaussian
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import dpsgd
 from privaudit.fl.algorithms.fedavg import FedAvg
-from privaudit.fl.config import Execution, FederationConfig, LocalTrainingConfig
-from privaudit.fl.dpsgd import DPSGD, clip_and_sum, noisy_average, poisson_batches, steps_per_epoch
-from privaudit.fl.federation import run_federation
-from privaudit.fl.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise, planned_steps
-from privaudit.fl.local_training import LocalObjective
-from privaudit.fl.seeding import SeedTree
-from privaudit.fl.trainer import ClientTrainer, LocalTask
-from privaudit.fl.transform import (
+from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+from privaudit.fl.privacy import dpsgd
+from privaudit.fl.privacy.dpsgd import DPSGD, clip_and_sum, noisy_average, poisson_batches, steps_per_epoch
+from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise, planned_steps
+from privaudit.papers.privatefl.transform import (
     PersonalAffine,
     PersonalisedModel,
     affine_per_sample_gradients,
@@ -142,7 +142,7 @@ def test_dpsgd_keeps_the_objectives_proximal_and_linear_terms():
 
 def test_dp_sgd_is_refused_where_it_would_replace_the_algorithms_own_step():
     from privaudit.fl.algorithms.pfedme import PFedMe
-    from privaudit.fl.privacy_specs import privatize
+    from privaudit.fl.privacy.registry import privatize
 
     with pytest.raises(InvalidParameterError, match="no DP-SGD form"):
         privatize(PFedMe(), "dp-sgd", clip=1.0, noise=1.0)

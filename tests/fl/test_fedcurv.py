@@ -10,8 +10,8 @@ from torch.func import functional_call
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedcurv import FedCurv, empirical_fisher_diagonal
-from privaudit.fl.config import FederationConfig, LocalTrainingConfig
-from privaudit.fl.federation import run_federation
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.round_loop import run_federation
 from tests.fl.conftest import make_dataset, tiny_model
 
 
@@ -103,7 +103,7 @@ def test_bad_lambda_is_rejected():
 
 
 def test_dropout_models_train_and_repeat_under_a_seed():
-    from privaudit.fl.seeding import seeded_torch_global
+    from privaudit.fl.engine.seeding import seeded_torch_global
 
     def model():
         return seeded_torch_global(0, lambda: torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Dropout(0.5),
@@ -120,7 +120,7 @@ def test_fedcurv_under_dp_sgd_keeps_the_penalty_and_records_the_unnoised_fisher(
     import math
 
     from privaudit.accounting.mechanisms import PureDP, SubsampledGaussian
-    from privaudit.fl.local_dp import LocalDP, LocalDPConfig
+    from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig
 
     data = make_dataset()
     cfg = _config(rounds=3)

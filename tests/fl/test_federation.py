@@ -9,10 +9,10 @@ import torch
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedprox import FedProx
-from privaudit.fl.config import ClientSampling, Execution, FederationConfig, LocalTrainingConfig
-from privaudit.fl.federation import RoundObserver, run_federation
-from privaudit.fl.params import equal
-from privaudit.fl.sampling import local_epochs, sample_clients
+from privaudit.fl.engine.config import ClientSampling, Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.params import equal
+from privaudit.fl.engine.round_loop import RoundObserver, run_federation
+from privaudit.fl.engine.sampling import local_epochs, sample_clients
 from tests.fl.conftest import make_dataset, tiny_model
 
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from privaudit.fl.stacked import build_stacked_model
+from privaudit.fl.engine.stacked import build_stacked_model
 from privaudit.models import build_model
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from privaudit.cli import main
+from privaudit.cli.app import main
 from privaudit.report.build import build_report
 
 from .fixtures import write_fixture_results

@@ -4,14 +4,14 @@ A recipe is ``recipe(claim, trials) -> Sequence[Reading | PendingPart | ClaimDet
 :mod:`privaudit.audit.plan`); the claim names it as ``"module:function"``. Recipes only *describe* the work:
 trials run through the executor in :mod:`privaudit.audit.runner`, and building readings imports no torch.
 
-* :mod:`~privaudit.audit.recipes.upcycled` — Upcycled-FL Thm 6.2 (output perturbation) and Thm 6.3
-  (objective perturbation); trials in :mod:`~privaudit.audit.recipes.upcycled_trials`;
-* :mod:`~privaudit.audit.recipes.privatefl` — PrivateFL CDP (per-tensor clipping, client-level canary clients)
-  and LDP participation; trials in :mod:`~privaudit.audit.recipes.privatefl_trials`;
-* :mod:`~privaudit.audit.recipes.pfa` — PFA's reference calibration and participation;
-* :mod:`~privaudit.audit.recipes.fedreg` — FedReg's claim as stated (it states no ε): FedReg+MG's inversion PSNR
+* :mod:`~privaudit.papers.upcycled.recipe` — Upcycled-FL Thm 6.2 (output perturbation) and Thm 6.3
+  (objective perturbation); trials in :mod:`~privaudit.papers.upcycled.trials`;
+* :mod:`~privaudit.papers.privatefl.recipe` — PrivateFL CDP (per-tensor clipping, client-level canary clients)
+  and LDP participation; trials in :mod:`~privaudit.papers.privatefl.trials`;
+* :mod:`~privaudit.papers.pfa.recipe` — PFA's reference calibration and participation;
+* :mod:`~privaudit.papers.fedreg.recipe` — FedReg's claim as stated (it states no ε): FedReg+MG's inversion PSNR
   against DP-SGD's at the paper's noise levels (:mod:`privaudit.audit.comparison`), with DP-SGD's real ε and MG's
-  "no DP guarantee (ε = ∞)" as facts; trials in :mod:`~privaudit.audit.recipes.fedreg_trials`;
+  "no DP guarantee (ε = ∞)" as facts; trials in :mod:`~privaudit.papers.fedreg.trials`;
 * shared: :mod:`~privaudit.audit.recipes.accounting`, :mod:`~privaudit.audit.recipes.participation`,
   :mod:`~privaudit.audit.recipes.trial_results`.
 """

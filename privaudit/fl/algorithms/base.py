@@ -1,6 +1,6 @@
 """The small interface every federated algorithm implements, and the wrapper base class.
 
-A training round, as the federation runs it (:mod:`privaudit.fl.federation`)::
+A training round, as the federation runs it (:mod:`privaudit.fl.engine.round_loop`)::
 
     objective_i = algorithm.local_objective(ω̄, client_i)       # what client i minimises (no data read)
     outcome_i   = trainer.train(ω̄, [task_i ...])                # local SGD, batched or sequential
@@ -27,15 +27,15 @@ import torch
 
 from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.data.base import ClientData
-from privaudit.fl import params as P
-from privaudit.fl.local_training import LocalObjective
-from privaudit.fl.params import State
-from privaudit.fl.seeding import SeedTree
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.params import State
+from privaudit.fl.engine.seeding import SeedTree
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from privaudit.fl.trainer import ClientTrainer, LocalOutcome
+    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ class Algorithm:
 
     def client_update(self, global_state: State, client: ClientContext) -> ClientResult:
         """One client's round (objective → sequential local training → finish), for single-client use."""
-        from privaudit.fl.trainer import LocalTask
+        from privaudit.fl.engine.trainer import LocalTask
 
         trainer = self.context.trainer
         if trainer is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.fl.algorithms.base import Algorithm, ClientResult, example_weighted_average
-from privaudit.fl.params import State
+from privaudit.fl.engine.params import State
 
 
 class FedAvg(Algorithm):

@@ -16,7 +16,7 @@ averages the models as FedAvg does and replaces client i's previous (F_i, F_i âŠ
 one. Clients that have never reported contribute nothing. With Î» = 0 a FedCurv client computes FedAvg's
 sequential update exactly.
 
-Local training reuses the federation's optimiser (:func:`~privaudit.fl.local_training.run_lanes`, one lane)
+Local training reuses the federation's optimiser (:func:`~privaudit.fl.engine.local_training.run_lanes`, one lane)
 with the penalty gradient added to each mini-batch gradient, so momentum and batching are FedAvg's.
 """
 
@@ -34,14 +34,14 @@ from torch.func import functional_call, grad, vmap
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import ClientContext, ClientResult, SetupContext
 from privaudit.fl.algorithms.fedavg import FedAvg
-from privaudit.fl.local_training import LocalObjective, run_lanes
-from privaudit.fl.params import State
-from privaudit.fl.seeding import seeded_torch_global
+from privaudit.fl.engine.local_training import LocalObjective, run_lanes
+from privaudit.fl.engine.params import State
+from privaudit.fl.engine.seeding import seeded_torch_global
 
 if TYPE_CHECKING:
     from torch import nn
 
-    from privaudit.fl.trainer import ClientTrainer, LocalOutcome, LocalTask
+    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
 
 #: Examples per chunk of per-example gradients when computing a Fisher diagonal.
 _FISHER_CHUNK = 256
@@ -78,7 +78,7 @@ class FedCurvSolver:
         self.lam, self.u, self.v = float(lam), u, v
 
     def with_solver(self, solver: Any) -> Any:
-        from privaudit.fl.dpsgd import DPSGD
+        from privaudit.fl.privacy.dpsgd import DPSGD
 
         if isinstance(solver, DPSGD):
             return FedCurvDPSGD(self.lam, self.u, self.v, solver)
@@ -98,7 +98,7 @@ class FedCurvSolver:
         return gradient
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.trainer import LocalOutcome, _SequentialOracle, _tensors
+        from privaudit.fl.engine.trainer import LocalOutcome, _SequentialOracle, _tensors
 
         names = list(trainer.names)
         fixed = {k: v.clone() for k, v in global_state.items() if k not in names}
@@ -148,7 +148,7 @@ class FedCurvDPSGD:
         self.dpsgd = dpsgd
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.trainer import _tensors
+        from privaudit.fl.engine.trainer import _tensors
 
         names = list(trainer.names)
         solver = replace(self.dpsgd, regulariser_gradient=self.penalty.penalty_gradient(names))
@@ -200,7 +200,7 @@ class FedCurv(FedAvg):
         fisher = info.pop("fisher")
         events = result.events
         if "noise_multiplier" in info:  # trained by DP-SGD: the model is private, the Fisher diagonal is not
-            from privaudit.fl.algorithms.fedreg import no_guarantee_event
+            from privaudit.papers.fedreg.algorithm import no_guarantee_event
 
             events = (*events, no_guarantee_event(client, self.name, "releases the client's empirical Fisher diagonal "
                                                                      "without noise beside its DP-SGD model"))

@@ -11,8 +11,8 @@ import math
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import ClientContext
 from privaudit.fl.algorithms.fedavg import FedAvg
-from privaudit.fl.local_training import LocalObjective
-from privaudit.fl.params import State
+from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.params import State
 
 
 class FedProx(FedAvg):

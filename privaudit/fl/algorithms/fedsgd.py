@@ -20,11 +20,11 @@ from torch.func import functional_call
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import ClientContext
 from privaudit.fl.algorithms.fedavg import FedAvg
-from privaudit.fl.local_training import LocalObjective
-from privaudit.fl.params import State
+from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.params import State
 
 if TYPE_CHECKING:
-    from privaudit.fl.trainer import ClientTrainer, LocalOutcome, LocalTask
+    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
 
 
 class FullBatchStep:
@@ -33,7 +33,7 @@ class FullBatchStep:
     kind = "full-batch-step"
 
     def with_solver(self, solver: Any) -> Any:
-        from privaudit.fl.dpsgd import DPSGD
+        from privaudit.fl.privacy.dpsgd import DPSGD
 
         # DP-SGD on the full batch (q = 1) is the FedReg paper's "DPSGD" baseline: per-example clipping and noise on
         # the same full-batch gradient step (one step per local epoch; --local-epochs 1 for the paper's setting).
@@ -42,7 +42,7 @@ class FullBatchStep:
         raise InvalidParameterError("sgd takes full-batch steps: only full-batch DP-SGD (sampling rate 1) can replace them")
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.trainer import LocalOutcome, _tensors
+        from privaudit.fl.engine.trainer import LocalOutcome, _tensors
 
         names = list(trainer.names)
         fixed = {k: v for k, v in global_state.items() if k not in names}

@@ -2,7 +2,7 @@
 
 Each client keeps a personalised model θ_i; per mini-batch it takes K gradient steps (personal lr) on
 f_i(θ) + (λ/2)‖θ − w_i‖², then moves its local model w_i along λ(w_i − θ_i)
-(:class:`~privaudit.fl.local_training.MoreauEnvelope`). Server: w̄ ← (1 − β)w̄ + β Σ_i p_i w_i.
+(:class:`~privaudit.fl.engine.local_training.MoreauEnvelope`). Server: w̄ ← (1 − β)w̄ + β Σ_i p_i w_i.
 Defaults λ = 15, K = 5, personal lr 0.1, β = 1 (Upcycled-FL ``--pfedme_lambda 15 --k 5 --per_lr 0.1
 --pfedme_beta 1``; 003 §7.2 sets K = 5). The personalised models are evaluated separately
 (``personalised_accuracy`` in the round metrics); the global accuracy is that of w̄.
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import params as P
 from privaudit.fl.algorithms.base import (
     Algorithm,
     ClientContext,
@@ -21,8 +20,9 @@ from privaudit.fl.algorithms.base import (
     SetupContext,
     example_weighted_average,
 )
-from privaudit.fl.local_training import LocalObjective, MoreauEnvelope
-from privaudit.fl.params import State
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.local_training import LocalObjective, MoreauEnvelope
+from privaudit.fl.engine.params import State
 
 
 class PFedMe(Algorithm):

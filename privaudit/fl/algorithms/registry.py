@@ -17,14 +17,14 @@ from functools import cache
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.options import Option, reject_unused, take_options
+from privaudit.fl.engine.options import Option, reject_unused, take_options
 
 #: Torch-free modules that define ``SPECS``.
 ALGORITHM_MODULES = (
     "privaudit.fl.algorithms.specs",
-    "privaudit.fl.algorithms.pfa_specs",
-    "privaudit.fl.algorithms.privatefl_specs",
-    "privaudit.fl.algorithms.fedreg_specs",
+    "privaudit.papers.pfa.specs",
+    "privaudit.papers.privatefl.specs",
+    "privaudit.papers.fedreg.specs",
 )
 
 UPCYCLED_PREFIX = "upcycled-"

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import params as P
 from privaudit.fl.algorithms.base import (
     Algorithm,
     ClientContext,
@@ -22,8 +21,9 @@ from privaudit.fl.algorithms.base import (
     SetupContext,
     example_weighted_average,
 )
-from privaudit.fl.local_training import LocalObjective
-from privaudit.fl.params import State
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.params import State
 
 
 class Scaffold(Algorithm):

@@ -7,7 +7,7 @@ code's ``train.py`` (spec §1.2) unless an option says otherwise.
 from __future__ import annotations
 
 from privaudit.fl.algorithms.registry import AlgorithmSpec
-from privaudit.fl.options import Option
+from privaudit.fl.engine.options import Option
 
 MU = Option("mu", float, "FedProx proximal coefficient μ (default 0.01)")
 SERVER_LR = Option("server_lr", float, "server learning rate (FedAvgM 1.0, SCAFFOLD 1.0, FedYogi 0.1)")

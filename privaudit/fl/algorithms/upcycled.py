@@ -21,9 +21,9 @@ import math
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import params as P
 from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientResult
-from privaudit.fl.params import State
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.params import State
 
 
 def extrapolate(latest: State, previous: State, u: float) -> State:

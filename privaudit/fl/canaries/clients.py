@@ -28,7 +28,6 @@ import torch
 
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import params as P
 from privaudit.fl.algorithms.base import (
     Algorithm,
     AlgorithmWrapper,
@@ -37,7 +36,8 @@ from privaudit.fl.algorithms.base import (
     SetupContext,
 )
 from privaudit.fl.canaries.directions import membership_bits, random_unit_directions
-from privaudit.fl.params import State
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.params import State
 
 #: Andrew et al.'s scale: the canary update is 10⁴ × the clip norm, so clipping always binds.
 CLIP_SCALE = 1e4

@@ -3,7 +3,7 @@
 ``make_algorithm`` builds ``Upcycled(Privatizer(X))``; canaries must enter after local training and *before*
 the privatizer, so that they are clipped and noised like a real update: :func:`with_canaries` returns
 ``Upcycled(Canary_n(…Canary_1(Privatizer(X))))`` (or without ``Upcycled`` for a plain X).
-:func:`run_spec_on_dataset` trains a :class:`~privaudit.fl.experiment.TrainSpec` on a dataset built in memory
+:func:`run_spec_on_dataset` trains a :class:`~privaudit.fl.engine.run.TrainSpec` on a dataset built in memory
 (canary-augmented data, a LiRA shadow half) instead of the one its name loads.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from privaudit.fl.algorithms.base import Algorithm
-from privaudit.fl.experiment import TrainSpec
+from privaudit.fl.engine.run import TrainSpec
 
 Wrap = Callable[[Algorithm], Algorithm]
 
@@ -24,7 +24,7 @@ def with_canaries(spec: TrainSpec, wrappers: Sequence[Wrap]) -> Algorithm:
     the first one is innermost.
     """
     from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.privacy_specs import privatize
+    from privaudit.fl.privacy.registry import privatize
 
     def privatize_then_wrap(algorithm: Algorithm) -> Algorithm:
         wrapped = privatize(algorithm, spec.privacy or "none", spec.privacy_options)
@@ -48,12 +48,12 @@ def run_spec_on_dataset(
     """Train ``spec``'s federation on an already built ``dataset`` (canary-augmented, a shadow half, ...).
 
     ``algorithm`` defaults to the spec's own (with its privacy mechanism); ``seed`` and ``eval_every`` override
-    the spec's. Returns the :class:`~privaudit.fl.federation.FederationResult`.
+    the spec's. Returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
     """
     from dataclasses import replace
 
-    from privaudit.fl.experiment import build_algorithm
-    from privaudit.fl.federation import run_federation
+    from privaudit.fl.engine.round_loop import run_federation
+    from privaudit.fl.engine.run import build_algorithm
     from privaudit.models import default_model_for
 
     overrides = {}

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl import params as P
 from privaudit.fl.algorithms.base import (
     Algorithm,
     AlgorithmWrapper,
@@ -37,7 +36,8 @@ from privaudit.fl.algorithms.base import (
     SetupContext,
 )
 from privaudit.fl.canaries.directions import DirectionKind, make_directions, membership_bits
-from privaudit.fl.params import State
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.params import State
 
 MEMBERSHIP_DESIGNS = ("per-round", "per-canary")
 

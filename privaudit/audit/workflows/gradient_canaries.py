@@ -1,0 +1,519 @@
+"""White-box gradient-canary audit of a trained federation (``privaudit audit --checkpoint DIR --gradient-canaries K``).
+
+Nasr et al. 2023 ("Tight auditing of differentially private machine learning") audit DP training as a white-box
+adversary who inserts *gradient canaries* and observes every step; each step gives its own μ-GDP lower bound and,
+when every step is a Gaussian mechanism with fresh noise, the Gaussian trade-off curves compose exactly:
+G_{μ₁} ⊗ … ⊗ G_{μ_T} = G_{√(Σ μ_t²)} (Dong, Roth & Su 2022, Cor. 3.3). Spec ``auditing.md`` §2.4.
+
+Here the checkpoint's recipe (its manifest's ``train_spec``) is re-trained once with K gradient canaries carried by
+one client (:mod:`privaudit.fl.canaries.gradients`): in every training round t each canary j enters that client's
+model, before its privatizer, with an independent fair coin b_{t,j}, as C·c_j. The directions c_j are a random
+*orthonormal* frame (Haar), so the privatizer's isotropic Gaussian noise projects to K independent N(0, s²)
+observations per round and the canaries do not leak into each other's projections; K ≤ d is therefore required.
+Every round's releases are recorded and scored (:func:`attacks.membership.gradient_canary_observations`) and two
+estimators turn them into ε lower bounds, each at α/2:
+
+* ``gdp-composed`` — μ_t bounded per round at α/(2T), composed √(Σ μ_t²) (:func:`gdp_rounds_lower_bound`); valid
+  only under the per-run conditions of :func:`composition_validity`. An invalid one is reported and never decides.
+* ``gdp-best-round`` — the largest per-round μ_t bound, each at α/(2T) (Bonferroni over the T rounds); valid with no
+  composition assumption, since any one round's release is a post-processing of the whole transcript, but, like every
+  GDP bound, only when a round is a Gaussian shift of the canary (:mod:`privaudit.stats.routes`): seeded output
+  perturbation seen in the client's own release or a full-participation aggregate.
+
+Both treat a round's K canaries as independent trials, which holds when the release is linear in the canaries. Where
+clipping bound (the rescaling depends on how many canaries are in), or where a round is not a Gaussian shift (clock-
+seeded noise, objective perturbation, a subsampled aggregate), they are reported but do not decide; instead
+``one-run-best-round`` — each round a one-run audit (Steinke, Nasr & Jagielski 2023), valid for any mechanism and
+needing no independence between canaries, Bonferroni over rounds, at α/2 — decides.
+
+The canary magnitude C defaults to the L2 sensitivity Δ the checkpoint's ledger records for the canary client's
+Gaussian releases, so a round with noise std σ is at most Δ/σ-GDP for the canary *if the accounting holds*: the audit
+tests exactly the ledger's claim. A gradient canary is an adversarial update of norm C (the white-box threat model of
+Nasr et al. 2023), not a natural record: a bound here says what the mechanism leaks about such an update.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privaudit.audit.verdict import AccountingEvidence, VerdictResult, decide
+from privaudit.audit.workflows.checkpoint_one_run import (
+    _assumptions_hold,
+    _claimed,
+    _recipe,
+    checkpoint_claim_data,
+)
+from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.stats.estimates import LowerBound
+from privaudit.stats.gdp import mu_to_epsilon
+from privaudit.stats.gdp_composition import (
+    BEST_ROUND_VALIDITY,
+    COMPOSITION_INVALID_WHEN,
+    COMPOSITION_VALID_WHEN,
+    gdp_best_round_lower_bound,
+    gdp_rounds_lower_bound,
+)
+
+VIEWS = ("client", "aggregate")
+RESULT_FILE = "gradient-canaries.json"
+THREAT_MODEL = (
+    "gradient canaries audit the mechanism against an adversarial update of L2 norm C added to one client's model "
+    "before its privatizer, observed white-box in every round (Nasr et al. 2023 threat model); they do not measure "
+    "what a natural training record leaks"
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# the per-round bound that needs no independence between a round's canaries
+# ------------------------------------------------------------------------------------------------
+ONE_RUN_ROUND_VALIDITY = (
+    "valid when a round's canaries are coupled (e.g. by clipping): each round is a one-run audit of its K canaries "
+    "(Steinke, Nasr & Jagielski 2023, whose bound needs no independence between canaries, only a fair coin each), "
+    "at α/T per round (Bonferroni), and any one round's release is a post-processing of the whole transcript"
+)
+
+
+def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, significance: float = 0.05,
+                                   delta: float = 1e-5, claimed_epsilon: float | None = None, power_factor: float = 2.0,
+                                   power_trials: int = 100, power_seed: int = 0) -> LowerBound:
+    """max_t of per-round one-run ε lower bounds (Steinke, Nasr & Jagielski 2023, Thm 3.1), each at α/T.
+
+    Unlike ``gdp-best-round`` it does not treat a round's canaries as independent trials, so it stays valid when
+    the release is not linear in the canaries. Power: the observed rounds resampled (:mod:`privaudit.stats.power`).
+    """
+    from privaudit.stats.estimators import estimate
+    from privaudit.stats.power import rounds_power
+    from privaudit.stats.scores import check_positive_delta, check_significance
+
+    if not rounds:
+        raise InvalidParameterError("one_run_best_round_lower_bound needs at least one round of scores")
+    significance, delta = check_significance(significance), check_positive_delta(delta, "one-run")
+    share = significance / len(rounds)
+    per_round = [estimate("one-run", i, o, mechanism="any", design="bernoulli", significance=share, delta=delta)
+                 for i, o in rounds]
+    best = int(np.argmax([b.epsilon_lb for b in per_round]))
+    power = None
+    if claimed_epsilon is not None:
+        def best_bound(resampled) -> float:
+            return max(estimate("one-run", r.in_scores, r.out_scores, mechanism="any", design="bernoulli",
+                                significance=share, delta=delta).epsilon_lb for r in resampled)
+
+        observed = [(b_in, b_out) for b_in, b_out in rounds]
+        power = rounds_power(best_bound, observed, claimed_epsilon=claimed_epsilon, delta=delta, factor=power_factor,
+                             trials=power_trials, seed=power_seed, method_suffix="; best round's one-run bound")
+    chosen = per_round[best]
+    return replace(chosen, estimator="one-run-best-round", significance=significance, power=power,
+                   ceiling=max(b.ceiling for b in per_round), n_in=sum(b.n_in for b in per_round),
+                   n_out=sum(b.n_out for b in per_round),
+                   details={"rounds": len(rounds), "per_round_significance": share, "best_round_index": best,
+                            "per_round_epsilon_lb": [b.epsilon_lb for b in per_round], "validity": ONE_RUN_ROUND_VALIDITY,
+                            "reference": "Steinke, Nasr & Jagielski 2023 (one run, m canaries); Bonferroni over rounds"})
+
+
+# ------------------------------------------------------------------------------------------------
+# when the composed bound may be used, decided per run
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompositionValidity:
+    """Whether ``gdp-composed`` is a valid bound for this run, with every condition checked and why."""
+
+    valid: bool
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [c["why"] for c in self.checks.values() if not c["holds"]]
+
+    @property
+    def statement(self) -> str:
+        if self.valid:
+            return ("gdp-composed is valid for this run: every round is a Gaussian mechanism with fresh seeded noise on "
+                    "the canary client's release, the client took part in every training round, and each per-round μ "
+                    "bound was computed at α/T (Nasr et al. 2023; Dong, Roth & Su 2022 Cor. 3.3)")
+        return ("gdp-composed is NOT valid for this run, so it is reported but does not enter the verdict: "
+                + "; ".join(self.reasons))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "statement": self.statement, "reasons": self.reasons, "checks": self.checks,
+                "valid_when": COMPOSITION_VALID_WHEN, "invalid_when": COMPOSITION_INVALID_WHEN}
+
+
+def composition_validity(privacy: dict[str, Any] | None, view: str, clients_per_round: float,
+                         rounds_without_client: Sequence[int]) -> CompositionValidity:
+    """Decide whether √(Σ μ_t²) (Dong, Roth & Su 2022, Cor. 3.3) applies to this run's per-round observations.
+
+    (a) the privatizer is output perturbation (clip, then fresh Gaussian noise on the released model every round)
+    drawing from the run's seeded streams — not ``rng=clock-ms``, whose clock-seeded noise repeats across rounds
+    and clients; (b) the canary client took part in every training round; (c) the view is the client's own release,
+    or the aggregate under full participation (the aggregate of a client sample is a mixture, not a Gaussian shift).
+    """
+    mechanism = (privacy or {}).get("mechanism")
+    if mechanism is None:
+        a = (False, "the run has no privacy mechanism: a round is no Gaussian mechanism, so its observations need "
+                    "not follow a Gaussian trade-off curve and the μ_t do not compose")
+    elif mechanism != "output-perturbation":
+        a = (False, f"the run's mechanism is {mechanism}, not a Gaussian release with fresh noise each round "
+                    "(objective perturbation perturbs the objective; DP-SGD subsamples records, a Gaussian mixture)")
+    elif str(privacy.get("rng", "seeded")) != "seeded":
+        a = (False, f"the output-perturbation noise is drawn with rng={privacy.get('rng')}: clock-seeded noise repeats "
+                    "across rounds and clients drawn in the same millisecond, so rounds are not independent")
+    else:
+        a = (True, "output perturbation: Gaussian noise, fresh from the run's seeded streams every round")
+    missing = [int(r) for r in rounds_without_client]
+    if missing:
+        b = (False, f"the canary client was not sampled in iteration(s) {missing} (clients_per_round = "
+                    f"{clients_per_round:g}): the run subsamples clients, so a round's release is a Gaussian mixture over "
+                    "who was drawn (amplification), not the fixed Gaussian shift that √(Σ μ_t²) composes")
+    else:
+        b = (True, "the canary client took part in every training round")
+    if view == "client":
+        c = (True, "client view: each round observes the canary client's own release")
+    elif float(clients_per_round) >= 1.0:
+        c = (True, "aggregate view under full participation: each round's aggregate is a Gaussian shift of the canary")
+    else:
+        c = (False, f"aggregate view with client subsampling (clients_per_round = {clients_per_round:g}): the "
+                    "aggregate's weights and noise depend on which clients were drawn, so a round is a mixture")
+    checks = {name: {"holds": holds, "why": why} for name, (holds, why) in
+              (("mechanism", a), ("participation", b), ("view", c))}
+    checks["mechanism"]["privacy"] = privacy
+    checks["participation"]["rounds_without_client"] = missing
+    checks["participation"]["clients_per_round"] = float(clients_per_round)
+    checks["view"]["view"] = view
+    return CompositionValidity(all(c["holds"] for c in checks.values()), checks)
+
+
+# ------------------------------------------------------------------------------------------------
+# the audit
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class GradientCanaryAudit:
+    checkpoint: Path
+    canaries: int
+    view: str
+    magnitude: float
+    claimed_epsilon: float
+    delta: float
+    bounds: list[LowerBound]
+    evidence: list[AccountingEvidence]
+    verdict: VerdictResult
+    composition: CompositionValidity
+    metrics: dict[str, Any]
+    details: dict[str, Any]
+    notes: list[str]
+    seconds: float
+    path: Path | None = None
+
+    @property
+    def claim_id(self) -> str:
+        return f"checkpoint:{self.checkpoint.name}:gradient-canaries"
+
+    def bound(self, estimator: str) -> LowerBound:
+        return next(b for b in self.bounds if b.estimator == estimator)
+
+    def data(self) -> dict[str, Any]:
+        view = "client release" if self.view == "client" else "aggregate"
+        attack = {"name": "gradient canaries, per-round membership (Nasr et al. 2023)",
+                  "threat_model": f"white-box: every round's {view}; " + THREAT_MODEL,
+                  "canaries": self.canaries, "magnitude": self.magnitude, "view": self.view, "metrics": self.metrics}
+        return checkpoint_claim_data(self.claim_id, f"white-box gradient-canary audit of {self.checkpoint}", self.claimed_epsilon,
+                                     self.delta, self.evidence, self.bounds, self.verdict, self.notes, attack,
+                                     {**self.details, "composition": self.composition.to_dict()}, self.seconds)
+
+
+def _check_inputs(canaries, delta, significance, view, magnitude, client, power_trials) -> None:
+    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
+        raise InvalidParameterError(f"a gradient-canary audit needs at least 2 canaries, got {canaries!r}")
+    if not 0.0 < float(delta) < 1.0:
+        raise InvalidParameterError(f"delta must lie in (0, 1), got {delta}")
+    if not 0.0 < float(significance) < 1.0:
+        raise InvalidParameterError(f"significance must lie in (0, 1), got {significance}")
+    if view not in VIEWS:
+        raise InvalidParameterError(f"unknown canary view {view!r}; use client or aggregate")
+    if magnitude is not None and not (math.isfinite(float(magnitude)) and float(magnitude) > 0):
+        raise InvalidParameterError(f"the canary magnitude must be a finite positive number, got {magnitude}")
+    if isinstance(client, bool) or not isinstance(client, int) or client < 0:
+        raise InvalidParameterError(f"the canary client must be a client id ≥ 0, got {client!r}")
+    if isinstance(power_trials, bool) or not isinstance(power_trials, int) or power_trials < 1:
+        raise InvalidParameterError(f"power trials must be a positive integer, got {power_trials!r}")
+
+
+def _gaussian_events(events, client: int | None) -> list:
+    """The Gaussian releases the ledger charges to ``client`` (every client's with ``None``)."""
+    from privaudit.accounting.mechanisms import Gaussian
+
+    return [e for e in events if isinstance(e.mechanism, Gaussian) and (client is None or e.client_id == str(client))]
+
+
+def _default_magnitude(gaussians, events, checkpoint: Path, client: int) -> float:
+    if not gaussians:
+        others = sorted({e.client_id for e in _gaussian_events(events, None)}, key=lambda c: (len(c), c))
+        why = (f"it was never sampled in that run; clients with one: "
+               f"{', '.join(others[:8])}{' …' if len(others) > 8 else ''}" if others
+               else "no privacy, or a mechanism other than a Gaussian release")
+        raise InvalidParameterError(
+            f"{checkpoint}'s ledger records no Gaussian release for client {client} ({why}), so there is no "
+            "sensitivity to size the canaries by; give --canary-magnitude C")
+    return max(float(e.mechanism.sensitivity) for e in gaussians)
+
+
+def _orthonormal_directions(count: int, dimension: int, seed: int) -> np.ndarray:
+    """``count`` orthonormal rows in R^dimension, Haar-distributed (QR of a Gaussian matrix with sign fix, Mezzadri 2007)."""
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x0A7]))
+    q, r = np.linalg.qr(rng.standard_normal((dimension, count)))
+    return (q * np.sign(np.diag(r))).T.copy()
+
+
+def _recorder(client: int, keep_client: bool):
+    """A ReleaseRecorder that keeps only the canary client's releases (and its pre-clip norms)."""
+    from privaudit.fl.engine.recording import ReleaseRecorder
+
+    class CanaryClientRecorder(ReleaseRecorder):
+        def __init__(self) -> None:
+            super().__init__(client_releases=keep_client)
+            self.norms: dict[int, float] = {}
+
+        def on_round_end(self, round, state, results, metrics) -> None:
+            mine = [r for r in results if int(r.client_id) == client]
+            super().on_round_end(round, state, mine, metrics)
+            for r in mine:
+                if "norm_before_clip" in r.info:
+                    self.norms[int(round)] = float(r.info["norm_before_clip"])
+
+    return CanaryClientRecorder()
+
+
+def _per_round_table(observations, composed: LowerBound, best: LowerBound, expected_mu: float | None) -> list[dict]:
+    from attacks.membership.scores import gaussian_separation
+
+    complete = observations.complete_rounds()
+    mu_composed = dict(zip(complete, composed.details["composition"]["per_round"], strict=True))
+    mu_best = dict(zip(complete, best.details["per_round_mu_lb"], strict=True))
+    rows = []
+    for r, scores in zip(observations.rounds, observations.per_round, strict=True):
+        row = {"iteration": r, "training_round": scores.meta.get("training_round"), "n_in": scores.n_in,
+               "n_out": scores.n_out, "mu_lb": mu_composed.get(r), "mu_lb_best_round": mu_best.get(r)}
+        if scores.n_in >= 2 and scores.n_out >= 2:
+            row["mean_in"] = float(np.mean(scores.in_scores))
+            row["mean_out"] = float(np.mean(scores.out_scores))
+            row["separation"] = gaussian_separation(scores)
+        if expected_mu is not None:
+            row["mechanism_mu"] = expected_mu
+        rows.append(row)
+    return rows
+
+
+def run_gradient_canary_audit(
+    checkpoint: str | Path,
+    canaries: int,
+    *,
+    out: str | Path | None = None,
+    delta: float = 1e-5,
+    significance: float = 0.05,
+    claimed_epsilon: float | None = None,
+    accountant: str = "auto",
+    view: str = "client",
+    magnitude: float | None = None,
+    client: int = 0,
+    seed: int = 0,
+    power_trials: int = 200,
+    progress: bool = True,
+) -> GradientCanaryAudit:
+    """Re-train the checkpoint's recipe once with ``canaries`` gradient canaries and bound ε per round and composed.
+
+    See the module docstring (Nasr et al. 2023; Dong, Roth & Su 2022 Cor. 3.3). ``view``: ``client`` observes the
+    canary client's release each round, ``aggregate`` only the global model. ``magnitude`` defaults to the ledger's
+    sensitivity for ``client``. Writes ``<out>/gradient-canaries.json`` (a ``claim-audit`` result) when ``out`` is given.
+    """
+    _check_inputs(canaries, delta, significance, view, magnitude, client, power_trials)
+    delta, significance = float(delta), float(significance)
+    started = time.perf_counter()
+    checkpoint = Path(checkpoint)
+
+    from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger
+
+    federation = TrainedFederation(checkpoint)
+    if not isinstance(federation.manifest.get("train_spec"), dict):
+        raise CheckpointError(f"{checkpoint} records no training recipe (train_spec): a gradient-canary audit re-trains "
+                              "the checkpoint with canaries, so it needs a run made by 'privaudit train'")
+    spec = _recipe(checkpoint)
+    num_clients = (federation.manifest.get("dataset") or {}).get("num_clients")
+    if isinstance(num_clients, int) and client >= num_clients:
+        raise InvalidParameterError(f"canary client {client} is not one of the run's {num_clients} clients")
+    if claimed_epsilon is None:
+        claimed, recorded = _claimed(checkpoint, delta, accountant)
+    else:
+        claimed, recorded = float(claimed_epsilon), None
+        if not (math.isfinite(claimed) and claimed >= 0):
+            raise InvalidParameterError(f"the claimed ε must be a finite number ≥ 0, got {claimed_epsilon}")
+    events = read_ledger(checkpoint).events
+    gaussians = _gaussian_events(events, client)
+    magnitude_source = "--canary-magnitude"
+    if magnitude is None:
+        magnitude = _default_magnitude(gaussians, events, checkpoint, client)
+        magnitude_source = f"the ledger's per-release L2 sensitivity Δ of client {client}"
+    magnitude = float(magnitude)
+
+    from privaudit.fl.engine import params as P
+
+    dimension = P.num_scalars(federation.global_state(0))
+    if canaries > dimension:
+        raise InvalidParameterError(
+            f"{canaries} gradient canaries exceed the model's {dimension} scalars: the audit uses mutually orthogonal "
+            f"directions (so the noise projects to independent observations), and R^{dimension} holds at most "
+            f"{dimension}; use at most {dimension} canaries")
+    training_rounds = sum(1 for m in federation.manifest["metrics"] if m.get("trained"))
+    if training_rounds < 1:
+        raise InvalidParameterError(f"{checkpoint} trained no client in any round, so there is nothing to audit")
+
+    from attacks.membership import gradient_canary_observations
+    from attacks.membership.target import load_training_data
+    from privaudit.fl.canaries.compose import run_spec_on_dataset, with_canaries
+    from privaudit.fl.canaries.gradients import GradientCanaryInsertion, make_gradient_canaries
+
+    drawn = make_gradient_canaries(dimension, canaries, magnitude=magnitude, client=client,
+                                   rounds=range(1, training_rounds + 1), membership="per-round", seed=seed)
+    drawn = replace(drawn, directions=_orthonormal_directions(canaries, dimension, seed), kind="random-orthonormal")
+    dataset = load_training_data(spec)
+    if client >= dataset.num_clients:
+        raise InvalidParameterError(f"canary client {client} is not one of the run's {dataset.num_clients} clients")
+    recorder = _recorder(client, keep_client=view == "client")
+    algorithm = with_canaries(spec, [lambda inner: GradientCanaryInsertion(inner, drawn)])
+    result = run_spec_on_dataset(spec, dataset, algorithm=algorithm, observers=[recorder], progress=progress)
+    observations = gradient_canary_observations(recorder, drawn, view=view)
+    pairs = observations.pairs()
+    if not pairs:
+        raise InvalidParameterError(f"with {canaries} canaries no round had canaries on both sides; use more canaries")
+
+    absent = [m.round for m in result.history if m.trained and client not in m.clients]
+    from attacks.membership.releases import find_privacy
+
+    privacy = find_privacy(result.info.algorithm)
+    validity = composition_validity(privacy, view, spec.clients_per_round, absent)
+
+    # Treating a round's K canaries as K independent trials needs the release to be linear in the canaries (isotropic
+    # noise on orthonormal directions). Clipping rescales the whole model by a factor that depends on how many
+    # canaries are in, which couples the trials; then the GDP bounds are only reported and the one-run bound decides.
+    clipped = sorted(r for r, norm in recorder.norms.items()
+                     if privacy and privacy.get("clip") is not None and norm > float(privacy["clip"]))
+    independent = "independent trials" if not clipped else f"NOT independent trials: clipping bound in iteration(s) {clipped}"
+    share = significance / 2
+    composed = gdp_rounds_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
+                                      power_trials=int(power_trials), power_seed=seed)
+    composed = replace(composed, details={**composed.details, "valid": validity.valid and not clipped,
+                                          "validity": validity.statement, "canaries_per_round": independent})
+    best = gdp_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
+                                      power_trials=int(power_trials), power_seed=seed)
+    # A single round's GDP bound converts through G_μ, so it speaks about ε only when a round is a Gaussian shift of the
+    # canary (seeded output perturbation, observed in the client's release or a full-participation aggregate).
+    gaussian_rounds = validity.checks["mechanism"]["holds"] and validity.checks["view"]["holds"]
+    best = replace(best, details={**best.details, "valid": gaussian_rounds and not clipped, "canaries_per_round": independent,
+                                  "gaussian_rounds": gaussian_rounds,
+                                  "best_round": observations.complete_rounds()[best.details["best_round_index"]]})
+    bounds = [composed, best]
+    if clipped or not gaussian_rounds:
+        # coupled or non-Gaussian rounds still give a valid bound through the one-run analysis, which needs neither
+        # independence between a round's canaries nor a Gaussian curve
+        coupled = one_run_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
+                                                 power_trials=int(power_trials), power_seed=seed)
+        coupled = replace(coupled, details={**coupled.details, "valid": True, "canaries_per_round": independent,
+                                            "best_round": observations.complete_rounds()[coupled.details["best_round_index"]]})
+        bounds.append(coupled)
+    deciding = [b for b in (best, composed, *bounds[2:]) if b.details["valid"]]
+
+    evidence = []
+    if recorded is not None:
+        assumptions = tuple(dict.fromkeys(a for e in events for a in e.assumptions))
+        evidence.append(AccountingEvidence(
+            label="the checkpoint's ledger: largest per-client ε", accountant=recorded.accountant, upper=recorded.max_epsilon,
+            implementation=True, assumptions_hold=_assumptions_hold(events), assumptions=assumptions[:12]))
+    # A claim taken from the ledger cannot also be certified by it ("consistent" by construction): the attack decides.
+    verdict = decide(claimed, delta, deciding, [] if recorded is not None else evidence)
+
+    noise_std = observations.meta.get("noise_std")
+    mechanism_mu = magnitude / noise_std if (noise_std and view == "client") else None
+    complete = observations.complete_rounds()
+    ledger_rounds = [(float(e.mechanism.sensitivity), float(e.mechanism.noise_multiplier)) for e in gaussians]
+    ledger_mu = math.sqrt(math.fsum((s / n) ** 2 for s, n in ledger_rounds)) if ledger_rounds else None
+    client_epsilon = None
+    if recorded is not None and str(client) in recorded.per_client:
+        client_epsilon = recorded.per_client[str(client)].epsilon
+    pooled = observations.pooled()
+    from privaudit.stats.metrics import attack_metrics
+
+    metrics = attack_metrics(pooled.in_scores, pooled.out_scores, n_resamples=200, seed=seed).to_dict()
+    metrics.pop("roc", None)
+
+    details: dict[str, Any] = {
+        "train_spec": spec.to_dict(),
+        "canary_client": client,
+        "dimension": dimension,
+        "directions": "random orthonormal frame (Haar), one per canary",
+        "membership": "per-round: each canary in w.p. ½ independently in every training round",
+        "magnitude": {"value": magnitude, "source": magnitude_source,
+                      "ledger_sensitivities": sorted({s for s, _ in ledger_rounds})},
+        "training_rounds": training_rounds,
+        "observed_rounds": list(observations.rounds),
+        "complete_rounds": list(complete),
+        "rounds_without_client": absent,
+        "rounds_clipped": clipped,
+        "per_round": _per_round_table(observations, composed, best, mechanism_mu),
+        "noise_std": noise_std,
+        "mechanism_mu": None if mechanism_mu is None else {
+            "per_round": mechanism_mu, "composed": mechanism_mu * math.sqrt(len(complete)),
+            "epsilon": mu_to_epsilon(mechanism_mu * math.sqrt(len(complete)), delta),
+            "meaning": "C/σ per round (if clipping does not bind), composed over the audited rounds: what an audit "
+                       "with unlimited canaries would find for this canary"},
+        "ledger_mu": None if ledger_mu is None else {
+            "composed": ledger_mu, "epsilon": mu_to_epsilon(ledger_mu, delta), "releases": len(ledger_rounds),
+            "meaning": f"√(Σ (Δ/σ)²) over client {client}'s Gaussian ledger events: the exact GDP ε the ledger implies"},
+        "canary_client_epsilon": client_epsilon,
+        "recorded_ledger": None if recorded is None else {"accountant": recorded.accountant,
+                                                           "max_epsilon": recorded.max_epsilon,
+                                                           "all_valid": recorded.all_valid},
+        "claim_source": ("the checkpoint's ledger (so the verdict rests on the attack alone)" if recorded is not None
+                         else "--claimed-epsilon"),
+        "deciding_estimators": [b.estimator for b in deciding],
+    }
+    notes = [
+        f"Threat model: {THREAT_MODEL}. Here C = {magnitude:g} ({magnitude_source}), client {client}, {view} view.",
+        validity.statement + ".",
+        f"gdp-best-round is {BEST_ROUND_VALIDITY}.",
+        "Both bounds are μ-GDP lower bounds converted to ε at δ; they refute an (ε, δ) claim exactly when the claimed "
+        "mechanism's privacy profile is Gaussian (output perturbation's Gaussian releases without subsampling), "
+        "spec auditing.md §2.4.",
+        f"The {canaries} canaries use mutually orthonormal random directions in R^{dimension}, so each round's isotropic "
+        "noise projects to independent observations and the per-round tests treat the canaries as independent trials.",
+    ]
+    if magnitude_source == "--canary-magnitude" and gaussians:
+        notes.append(f"The ledger's own sensitivity for client {client} is {max(s for s, _ in ledger_rounds):g}; with "
+                     f"C = {magnitude:g} the audit tests a canary of a different norm than the ledger accounts for.")
+    if client_epsilon is not None and not math.isclose(client_epsilon, claimed, rel_tol=1e-9):
+        notes.append(f"The claim is the federation's largest per-client ε ({claimed:.4g}); the canary client {client}'s "
+                     f"own ledger ε is {client_epsilon:.4g}.")
+    if clipped:
+        notes.append(f"Clipping bound for the canary client in iteration(s) {clipped}: the model was rescaled by a factor "
+                     "that depends on how many canaries were in, so a round's canaries are no longer independent trials; "
+                     "the GDP bounds are reported but do not decide, and one-run-best-round (at α/2) decides instead: it is "
+                     f"{ONE_RUN_ROUND_VALIDITY}.")
+    if len(complete) < len(observations.rounds):
+        notes.append(f"{len(observations.rounds) - len(complete)} observed round(s) had canaries on one side only and "
+                     "were left out (which depends on the membership bits alone).")
+    audit = GradientCanaryAudit(checkpoint, canaries, view, magnitude, claimed, delta, bounds, evidence, verdict, validity,
+                                metrics, details, notes, time.perf_counter() - started)
+    if out is not None:
+        from privaudit.report.results import make_result, write_result
+
+        config = {"checkpoint": str(checkpoint), "gradient_canaries": canaries, "view": view, "magnitude": magnitude,
+                  "client": client, "delta": delta, "significance": significance, "seed": seed, "accountant": accountant,
+                  "claimed_epsilon": claimed_epsilon, "power_trials": power_trials}
+        audit.path = write_result(Path(out) / RESULT_FILE,
+                                  make_result("claim-audit", f"{audit.claim_id}: {verdict.verdict.value}", audit.data(),
+                                              config, seed=seed))
+    return audit

@@ -1,0 +1,424 @@
+"""``privaudit attack inversion``: gradient inversion of one client's released update, scored by PSNR/SSIM.
+
+Two modes:
+
+* **dataset** — ``privaudit attack inversion --dataset lfw --model convnet --defense fedavg --attack ig --images 8``
+  simulates clients that each release a one-example update (FedReg App. B.4's attack setting) under a defence
+  (``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg``, ``fedreg-mg``, ``dpsgd:<σ>``) from seeded untrained weights
+  (:func:`attacks.inversion.run_inversion`); for ``dpsgd:<σ>`` the result carries the ε of that release at
+  δ = 1e-5.
+* **checkpoint** — ``privaudit attack inversion --checkpoint runs/fedavg --client 3 --round 5 --attack ig``
+  attacks the model client 3 released in round 5 of a trained federation (written by ``privaudit train
+  --save-client-updates``): the update is the released model minus the global model of round 4, the ground
+  truth is the client's own records (reloaded from the checkpoint's recipe and checked against its data
+  fingerprint), and the attacker's knowledge (lr, local steps = epochs × ⌈n/B⌉, batch size B) comes from the
+  checkpoint's local-training config (:func:`checkpoint_payload`).
+
+Attacks (:mod:`attacks.inversion.registry`): ``analytic`` (Phong et al. 2018; needs a fully connected first
+layer), ``label`` (labels only), ``dlg`` (Zhu et al. 2019), ``ig`` (Geiping et al. 2020), ``adaptive-mg``
+(simulates FedReg's modified-gradient step). Output: an ``inversion`` result (``inversion.json``) that
+``privaudit report`` renders, the image grid ``inversion-grid.png`` (ground truth over reconstructions), and
+a table of per-image PSNR, SSIM and label correctness. Bad inputs are one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from privaudit.cli.common import cli_errors, print_json
+from privaudit.errors import InvalidParameterError
+
+#: Must equal ``attacks.inversion.registry.ATTACKS`` (a test checks); kept here so validation needs no torch.
+ATTACK_NAMES: tuple[str, ...] = ("analytic", "label", "dlg", "ig", "adaptive-mg")
+DEFENCE_NAMES: tuple[str, ...] = ("fedsgd", "fedavg", "fedprox", "fedreg", "fedreg-mg")
+#: Which configuration field ``--iterations`` sets, per attack (``None``: the attack does not iterate).
+ITERATION_FIELD: dict[str, str | None] = {"analytic": None, "label": None, "dlg": "steps", "ig": "iterations",
+                                          "adaptive-mg": "iterations"}
+DELTA = 1e-5
+RESULT_FILE = "inversion.json"
+GRID_FILE = "inversion-grid.png"
+
+
+def _check_defence(spec: str) -> float | None:
+    """Validate a defence spec without importing torch; returns σ for ``dpsgd:<σ>``."""
+    name, colon, argument = spec.partition(":")
+    if name == "dpsgd":
+        try:
+            sigma = float(argument)
+        except ValueError:
+            raise InvalidParameterError(f"defence {spec!r}: give DP-SGD's noise multiplier, e.g. dpsgd:1e-2") from None
+        if not (sigma > 0 and math.isfinite(sigma)):
+            raise InvalidParameterError(f"defence {spec!r}: the noise multiplier σ must be positive and finite")
+        return sigma
+    if name in DEFENCE_NAMES and not colon:
+        return None
+    raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: {', '.join(DEFENCE_NAMES)}, dpsgd:<σ>")
+
+
+def _check_device(device: str) -> None:
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise InvalidParameterError(f"unknown device {device!r}; use cpu, cuda or cuda:<index>")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise InvalidParameterError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise InvalidParameterError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+
+
+def _check_common(attack: str, images: int | None, iterations: int | None, threads: int) -> None:
+    if attack not in ATTACK_NAMES:
+        raise InvalidParameterError(f"unknown attack {attack!r}; choose one of: {', '.join(ATTACK_NAMES)}")
+    if images is not None and images < 1:
+        raise InvalidParameterError(f"--images must be at least 1, got {images}")
+    if iterations is not None:
+        if iterations < 1:
+            raise InvalidParameterError(f"--iterations must be at least 1, got {iterations}")
+        if ITERATION_FIELD[attack] is None:
+            raise InvalidParameterError(f"--iterations does not apply to the {attack} attack (it does not iterate)")
+    if threads < 1:
+        raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
+
+
+def _check_checkpoint(checkpoint: Path, client: int | None, round_: int | None) -> dict[str, Any]:
+    """Torch-free checks of checkpoint mode; returns the manifest."""
+    from privaudit.fl.engine.checkpoint import read_manifest
+
+    if client is None or round_ is None:
+        raise InvalidParameterError("checkpoint mode needs --client and --round (the release to attack)")
+    manifest = read_manifest(checkpoint)
+    if not manifest["model"].get("name"):
+        raise InvalidParameterError(f"{checkpoint} was trained with a custom module; the attack rebuilds the model by name")
+    if not manifest.get("train_spec"):
+        raise InvalidParameterError(f"{checkpoint} records no training recipe (train_spec), so the client's records are unknown; "
+                                    "train it with privaudit train")
+    if not manifest.get("save_client_updates"):
+        raise InvalidParameterError(f"{checkpoint} holds no client updates; retrain it with privaudit train ... --save-client-updates")
+    rounds = int(manifest["config"]["rounds"])
+    if not 1 <= round_ <= rounds:
+        raise InvalidParameterError(f"round {round_} is not in {checkpoint}: it has rounds 1..{rounds}")
+    num_clients = manifest["dataset"].get("num_clients")
+    if client < 0 or (num_clients is not None and client >= int(num_clients)):
+        raise InvalidParameterError(f"client {client} is not in {checkpoint}: it has clients 0..{int(num_clients or 0) - 1}")
+    return manifest
+
+
+def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_known: bool = False):  # type: ignore[no-untyped-def]
+    """(payload, inputs, labels, spec, notes) for the model ``client`` released in ``round_`` of ``checkpoint``.
+
+    The update is the released model minus the global model of round ``round_ − 1`` over the trainable
+    parameters. The attacker's :class:`~attacks.inversion.threat_model.ClientKnowledge` takes lr, batch
+    size B and local steps E·⌈n/B⌉ from the recorded local-training config (and FedProx's μ from the run's
+    recipe); it unrolls SGD on consecutive mini-batches, so momentum, per-epoch shuffling and other
+    algorithm-specific terms (control variates, DP noise) are not modelled (listed in ``notes``);
+    FedReg's are, by the adaptive-mg attack (:func:`adaptive_options_from_run`).
+    """
+    import torch
+
+    from attacks.inversion.threat_model import ClientKnowledge, DataSpec, InversionPayload
+    from attacks.membership.target import load_training_data, train_spec_from_dict
+    from privaudit.errors import CheckpointError
+    from privaudit.fl.engine.checkpoint import TrainedFederation
+    from privaudit.models import build_model
+
+    federation = TrainedFederation(checkpoint)
+    manifest = federation.manifest
+    releases = federation.client_releases(round_)
+    if not releases:
+        raise InvalidParameterError(f"no client trained in round {round_} of {checkpoint}")
+    if client not in releases:
+        raise InvalidParameterError(f"client {client} released nothing in round {round_}; clients that did: "
+                                    f"{', '.join(map(str, sorted(releases)))}")
+    spec_train = train_spec_from_dict(manifest["train_spec"])
+    dataset = load_training_data(spec_train)
+    recorded = manifest["dataset"].get("fingerprint")
+    if recorded and dataset.fingerprint() != recorded:
+        raise CheckpointError(f"the data reloaded for {checkpoint} differ from the data it was trained on (fingerprint mismatch)")
+    records = dataset.clients[client]
+    inputs = torch.from_numpy(records.x_train.astype("float32", copy=False))
+    labels = torch.from_numpy(records.y_train.astype("int64", copy=False))
+    if inputs.shape[0] == 0:
+        raise InvalidParameterError(f"client {client} has no training records")
+    mean, std = dataset.normalization if dataset.normalization is not None else (None, None)
+    spec = DataSpec(tuple(dataset.input_shape), int(dataset.num_classes), tuple(dataset.data_range), mean, std)
+    model_info = manifest["model"]
+
+    def factory() -> torch.nn.Module:
+        return build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
+
+    before = federation.global_state(round_ - 1)
+    after = releases[client]["state"]
+    trainable = [k for k in model_info.get("trainable", list(model_info["parameters"])) if k in after and k in before]
+    update = {k: (after[k].to(torch.float32) - before[k].to(torch.float32)) for k in trainable}
+    local = spec_train.local
+    n = int(inputs.shape[0])
+    batch = min(int(local.batch_size), n)
+    steps = int(local.epochs) * math.ceil(n / batch)
+    options = dict(spec_train.algorithm_options or {})
+    proximal_mu = float(options.get("mu", 0.01)) if spec_train.algorithm == "fedprox" else 0.0
+    knowledge = ClientKnowledge(num_examples=n, update_kind="delta", lr=float(local.lr), local_steps=steps,
+                                batch_size=None if batch == n else batch, proximal_mu=proximal_mu,
+                                labels=tuple(int(v) for v in labels.tolist()) if labels_known else None)
+    payload = InversionPayload(model_factory=factory, global_weights=before, update=update, data=spec, knowledge=knowledge)
+    notes = []
+    if float(local.momentum) > 0:
+        notes.append(f"the client used momentum {local.momentum:g}; the attacker unrolls plain SGD")
+    if steps > 1 and batch < n:
+        notes.append("the client shuffled its records each epoch; the attacker assumes one fixed order")
+    if spec_train.algorithm not in ("fedavg", "fedsgd", "fedprox"):
+        notes.append(f"algorithm {spec_train.algorithm}: its local objective beyond plain SGD is modelled only by the "
+                     "adaptive-mg attack (FedReg runs)")
+    if spec_train.privacy != "none":
+        notes.append(f"privacy mechanism {spec_train.privacy}: its noise is not modelled")
+    context = {"algorithm": spec_train.algorithm, "privacy": spec_train.privacy, "dataset": spec_train.dataset,
+               "model": model_info["name"], "local": {"epochs": local.epochs, "batch_size": local.batch_size,
+                                                      "lr": local.lr, "momentum": local.momentum},
+               "algorithm_options": options}
+    return payload, inputs, labels, spec, notes, context
+
+
+#: FedReg's defaults when a run's recipe leaves an option out (``privaudit.papers.fedreg.specs``).
+_FEDREG_DEFAULTS = {"fedreg_gamma": 0.5, "fedreg_eta_s": 0.1, "fedreg_eta_p": None, "fgsm_steps": 10, "fgsm_clamp": "data-range"}
+
+
+def adaptive_options_from_run(algorithm: str, algorithm_options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The adaptive-MG attacker's FedReg settings for a checkpoint: the run's own γ, η_s, η_p, E, clamp and MG switch.
+
+    A white-box attacker of a trained federation knows its protocol, so it simulates exactly what the clients ran.
+    For a run that is not FedReg the attacker falls back to FedReg-with-MG defaults, which the returned notes say.
+    """
+    if algorithm not in ("fedreg", "fedreg-mg"):
+        return {}, [f"algorithm {algorithm} is not FedReg: the adaptive-mg attacker simulates FedReg with MG at its defaults"]
+    opts = {**_FEDREG_DEFAULTS, **{k: v for k, v in algorithm_options.items() if k in _FEDREG_DEFAULTS}}
+    return {
+        "gamma": float(opts["fedreg_gamma"]),
+        "pseudo_step": float(opts["fedreg_eta_s"]),
+        "perturb_step": None if opts["fedreg_eta_p"] is None else float(opts["fedreg_eta_p"]),
+        "fgsm_steps": int(opts["fgsm_steps"]),
+        "clamp_fgsm": opts["fgsm_clamp"] != "none",
+        "use_modified_gradient": algorithm == "fedreg-mg",
+    }, []
+
+
+def _check_analytic(model: str, shape: tuple[int, ...], num_classes: int) -> None:
+    """Fail early, with the analytic attack's own message, when ``model`` has no fully connected first layer."""
+    import torch
+
+    from attacks.inversion.analytic import first_fc_layer, probe_input_map
+    from attacks.inversion.functional_model import FunctionalModel
+    from privaudit.models import build_model
+
+    def factory() -> torch.nn.Module:
+        return build_model(model, shape, num_classes)
+
+    functional = FunctionalModel.build(factory, factory().state_dict())
+    probe = torch.rand((1, *shape), generator=torch.Generator().manual_seed(0))
+    layer = first_fc_layer(functional, probe)
+    probe_input_map(functional, layer.module, probe)
+
+
+def _per_image(records: list[dict[str, Any]], psnr: list[float], ssim: list[float]) -> list[dict[str, Any]]:
+    rows, k = [], 0
+    for record in records:
+        scores = record.get("scores", {})
+        attack = record["attack"]
+        predicted = attack.get("labels")
+        paired = bool(attack.get("settings", {}).get("labels_paired", True))
+        order = scores.get("order") or []
+        for i, true_label in enumerate(record["true_labels"]):
+            if predicted is not None and paired and i < len(order):
+                guess = predicted[order[i]]
+            elif predicted is not None and len(predicted) == len(record["true_labels"]) == 1:
+                guess = predicted[0]  # one example, no images to match (label-only attack)
+            else:
+                guess = None
+            rows.append({"index": k, "true_label": int(true_label), "predicted_label": guess,
+                         "label_correct": None if guess is None else guess == int(true_label),
+                         "psnr": psnr[k] if k < len(psnr) else None, "ssim": ssim[k] if k < len(ssim) else None})
+            k += 1
+    return rows
+
+
+def _print_table(data: dict[str, Any], result_path: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"privaudit attack inversion — {data['attack']} vs {data['defense']}", title_justify="left")
+    for name in ("image", "true label", "predicted", "PSNR (dB)", "SSIM"):
+        table.add_column(name, justify="right")
+    for row in data["per_image"]:
+        psnr = row["psnr"]
+        table.add_row(str(row["index"]), str(row["true_label"]), "—" if row["predicted_label"] is None else
+                      f"{row['predicted_label']} {'✓' if row['label_correct'] else '✗'}",
+                      "—" if psnr is None else ("∞" if math.isinf(psnr) else f"{psnr:.2f}"),
+                      "—" if row["ssim"] is None else f"{row['ssim']:.3f}")
+    console.print(table)
+    summary = [f"PSNR mean {data['psnr_mean']:.2f} dB" if data["psnr_mean"] is not None else "no images reconstructed",
+               f"SSIM mean {data['ssim_mean']:.3f}" if data["ssim_mean"] is not None else "",
+               f"label accuracy {data['label_accuracy']:.2f}" if data["label_accuracy"] is not None else "",
+               f"ε = {data['epsilon']:.3g} at δ = {DELTA:g}" if isinstance(data.get("epsilon"), float) else "",
+               f"{data['seconds']:.1f} s on {data['device']}"]
+    console.print(" · ".join(s for s in summary if s))
+    for note in data.get("notes", []):
+        console.print(f"[dim]note: {note}[/dim]")
+    if result_path is not None:
+        console.print(f"result: {result_path}   grid: {result_path.parent / GRID_FILE if data.get('grid') else '—'}")
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(sum(values) / len(values)) if values else None
+
+
+def register(attack_app: typer.Typer) -> None:
+    @attack_app.command("inversion")
+    @cli_errors
+    def inversion(
+        dataset: str | None = typer.Option(None, "--dataset", help="Dataset mode: simulate clients on this embedded dataset (lfw, images, digits, …)."),
+        model: str = typer.Option("convnet", "--model", help="Dataset mode: model name (analytic needs an FC-first one, e.g. upcycled-mlp)."),
+        defense: str = typer.Option("fedavg", "--defense", "--defence", help="Dataset mode: fedsgd, fedavg, fedprox, fedreg, fedreg-mg or dpsgd:<σ>."),
+        attack: str = typer.Option("ig", "--attack", help="analytic, label, dlg, ig or adaptive-mg."),
+        images: int | None = typer.Option(None, "--images", help="Dataset mode: images to attack, one update each (default 8)."),
+        iterations: int | None = typer.Option(None, "--iterations", help="Optimisation iterations (ig, adaptive-mg) or L-BFGS steps (dlg)."),
+        checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint mode: trained federation (privaudit train --save-client-updates)."),
+        client: int | None = typer.Option(None, "--client", help="Checkpoint mode: the client whose release is attacked."),
+        round_: int | None = typer.Option(None, "--round", help="Checkpoint mode: the round of that release (≥ 1)."),
+        labels_known: bool = typer.Option(False, "--labels-known", help="Give the attacker the true labels."),
+        seed: int = typer.Option(0, "--seed", help="Seed of image choice, model weights, DP noise and the attack."),
+        device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:<index>."),
+        threads: int = typer.Option(1, "--threads", help="torch intra-op threads."),
+        out: Path | None = typer.Option(None, "--out", help="Output directory: inversion.json and inversion-grid.png."),
+        quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+        json_: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of a table."),
+    ) -> None:
+        """Gradient inversion of a client's update (simulated, or from a checkpoint); writes an inversion result."""
+        attack_name = attack.strip().lower()
+        defense = defense.strip().lower()
+        _check_common(attack_name, images, iterations, threads)
+        if (dataset is None) == (checkpoint is None):
+            raise InvalidParameterError("give exactly one of --dataset (simulated clients) or --checkpoint (a trained federation)")
+        sigma = manifest = None
+        if checkpoint is not None:
+            if images is not None:
+                raise InvalidParameterError("--images applies to dataset mode; checkpoint mode attacks all of the client's records")
+            manifest = _check_checkpoint(checkpoint, client, round_)
+        else:
+            if client is not None or round_ is not None:
+                raise InvalidParameterError("--client and --round apply to checkpoint mode (--checkpoint)")
+            sigma = _check_defence(defense)
+        _check_device(device)
+        import time
+
+        import torch
+
+        from attacks.inversion import build_attack
+        from attacks.inversion.figures import save_image_grid
+
+        torch.set_num_threads(threads)
+        options: dict[str, Any] = {}
+        if iterations is not None:
+            options[ITERATION_FIELD[attack_name]] = iterations  # type: ignore[index]
+        start = time.perf_counter()
+        notes: list[str] = []
+        epsilon: float | None = None
+        if checkpoint is not None:
+            from attacks.inversion import attack_and_score
+
+            assert client is not None and round_ is not None and manifest is not None
+            payload, inputs, labels, spec, notes, context = checkpoint_payload(checkpoint, client, round_, labels_known=labels_known)
+            if attack_name == "analytic":
+                _check_analytic(context["model"], spec.shape, spec.num_classes)
+            if attack_name == "adaptive-mg":
+                run_options, run_notes = adaptive_options_from_run(context["algorithm"], context["algorithm_options"])
+                options = {**run_options, **options}
+                if run_options:  # this attacker models the run's local objective: drop the caveat that it does not
+                    notes = [n for n in notes if not n.startswith(f"algorithm {context['algorithm']}:")]
+                notes = [*notes, *run_notes]
+            attack_obj = build_attack(attack_name, device=device, **options)
+            with _progress(quiet, 1, f"{attack_name} on client {client}, round {round_}") as advance:
+                scored = attack_and_score(attack_obj, [(payload, inputs, labels)], spec, seed=seed, progress=advance)
+            records, psnr, ssim = scored.records, scored.psnr, scored.ssim
+            truth, recon, label_scores = scored.ground_truth, scored.reconstructions, scored.label_scores
+            defense_label = f"{context['algorithm']} (privacy: {context['privacy']})"
+            source = {"mode": "checkpoint", "checkpoint": str(checkpoint), "client": client, "round": round_, **context,
+                      "threat_model": payload.knowledge.to_dict(), "attack_options": options}
+            title = f"inversion {attack_name} on {checkpoint} client {client} round {round_}"
+        else:
+            from attacks.inversion import InversionExperiment, run_inversion
+            from attacks.inversion.experiment import defence_epsilon, parse_defence
+
+            assert dataset is not None
+            count = 8 if images is None else images
+            config = InversionExperiment(attack=attack_name, defence=defense, dataset=dataset, model=model, num_images=count,
+                                         labels_known=labels_known, attack_options=options, seed=seed, device=device)
+            if attack_name == "analytic":
+                from privaudit.data import load_dataset
+
+                info = load_dataset(dataset, seed=seed)
+                _check_analytic(model, tuple(info.input_shape), int(info.num_classes))
+            with _progress(quiet, count, f"{attack_name} vs {defense}") as advance:
+                run = run_inversion(config, progress=advance)
+            records, psnr, ssim = run.updates, run.psnr, run.ssim
+            truth, recon = run.ground_truth, run.reconstructions
+            label_scores = [run.label_accuracy] if run.label_accuracy is not None else []
+            defence_obj = parse_defence(defense)
+            epsilon = defence_epsilon(defence_obj, DELTA) if sigma is not None else None
+            defense_label = defense
+            source = {"mode": "dataset", "dataset": dataset, "model": model, "defence": defence_obj.describe(),
+                      "images": count}
+            title = f"inversion {attack_name} vs {defense} on {dataset} ({model})"
+        seconds = time.perf_counter() - start
+        grid = None
+        if out is not None and recon is not None:
+            save_image_grid(out / GRID_FILE, [("ground truth", truth), (f"{attack_name}\n{defense_label}", recon)],
+                            psnr=[None, psnr], title=title)
+            grid = GRID_FILE
+        data = {
+            "attack": attack_name, "defense": defense_label, "psnr": psnr, "ssim": ssim,
+            "psnr_mean": _mean(psnr), "ssim_mean": _mean(ssim),
+            "label_accuracy": _mean(label_scores), "epsilon": epsilon, "delta": DELTA if epsilon is not None else None,
+            "per_image": _per_image(records, psnr, ssim), "grid": grid, "device": device, "iterations": iterations,
+            "seconds": seconds, "notes": notes, **source,
+        }
+        result_path = None
+        if out is not None:
+            from privaudit.report.results import make_result, write_result
+
+            config_record = {"dataset": dataset, "model": model, "defense": defense, "attack": attack_name, "images": images,
+                             "iterations": iterations, "checkpoint": None if checkpoint is None else str(checkpoint),
+                             "client": client, "round": round_, "labels_known": labels_known, "seed": seed, "device": device}
+            result_path = write_result(out / RESULT_FILE, make_result("inversion", title, data, config_record, seed=seed))
+        if json_:
+            print_json(data | {"result": None if result_path is None else str(result_path)})
+            return
+        _print_table(data, result_path)
+
+
+class _progress:
+    """A rich progress bar over attacked updates; ``advance(k)`` sets k done (no-op when quiet)."""
+
+    def __init__(self, quiet: bool, total: int, description: str) -> None:
+        self.quiet, self.total, self.description = quiet, total, description
+        self.bar = None
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if self.quiet:
+            return lambda k: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            transient=True)
+        self.bar.__enter__()
+        task = self.bar.add_task(self.description, total=self.total)
+        return lambda k: self.bar.update(task, completed=k)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)

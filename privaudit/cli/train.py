@@ -1,0 +1,264 @@
+"""``privaudit train``: train a federation and write it to a checkpoint directory.
+
+With ``--out DIR`` it also writes ``DIR/training.json``, a ``training`` result (test accuracy and loss per
+evaluated round, from the manifest's metrics) that ``privaudit report`` renders as accuracy vs rounds.
+
+Algorithm and privacy flags are not written out here: they come from the algorithm and privacy registries
+(:mod:`privaudit.fl.algorithms.registry`, :mod:`privaudit.fl.privacy.registry`), so an algorithm with its own
+options appears on the command line by registering its spec. Only torch-free modules are imported when the
+CLI starts; data, models and training are imported when the command runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from privaudit.cli.common import cli_errors, print_json
+from privaudit.errors import InvalidParameterError
+
+_COMMON_PANEL = "Federation"
+_ALGORITHM_PANEL = "Algorithm options (apply to the algorithms named in brackets)"
+_PRIVACY_PANEL = "Privacy options (apply to the mechanisms named in brackets)"
+
+
+def _common_parameters() -> list[inspect.Parameter]:
+    def option(name: str, annotation: Any, default: Any, *flags: str, help: str, panel: str = _COMMON_PANEL) -> inspect.Parameter:
+        info = typer.Option(default, *flags, help=help, rich_help_panel=panel)
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+
+    return [
+        option("list_", bool, False, "--list", help="List algorithms, datasets, models and privacy mechanisms, then exit."),
+        option("algorithm", str | None, None, "--algorithm", help="Algorithm name, e.g. fedprox or upcycled-fedprox (see --list)."),
+        option("dataset", str | None, None, "--dataset", help="Dataset, e.g. synthetic:0.5,0.5, synthetic:iid, digits, mnist:<root> (see --list)."),
+        option("rounds", int | None, None, "--rounds", help="Iterations of the round loop (Upcycled-X trains in the odd ones)."),
+        option("model", str | None, None, "--model", help="Model name (default: the dataset's default model)."),
+        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, dp-sgd, output-perturbation, objective-perturbation (PrivateFL: none, ldp, cdp, ddp)."),
+        option("clients_per_round", float, 1.0, "--clients-per-round", help="Fraction q of clients sampled per training round."),
+        option("sampling", str, "fixed-size", "--sampling", help="Client sampling: fixed-size (⌊qN⌋ without replacement) or poisson."),
+        option("stragglers", float, 0.0, "--stragglers", help="Probability that a sampled client runs a random number of epochs < E."),
+        option("local_epochs", int | None, None, "--local-epochs", help="Local epochs E (default 10; PrivateFL 1)."),
+        option("batch_size", int | None, None, "--batch-size", help="Local mini-batch size (default 32; PrivateFL 64)."),
+        option("lr", float | None, None, "--lr", help="Local learning rate (default 0.01; PrivateFL 0.1, CDP 0.005)."),
+        option("momentum", float | None, None, "--momentum", help="Local SGD momentum (default 0.5 as Upcycled-FL; PrivateFL 0)."),
+        option("seed", int, 0, "--seed", help="Seed of sampling, stragglers, shuffling, noise and model initialisation."),
+        option("data_seed", int, 0, "--data-seed", help="Seed of the data generator / partition (kept fixed across training seeds)."),
+        option("num_clients", int | None, None, "--num-clients", "--clients", help="Number of clients (pooled datasets)."),
+        option("partition", str | None, None, "--partition", help="Partition of a pooled dataset, e.g. iid, shards:2, classes:2, dirichlet:0.5."),
+        option("classes_per_client", int | None, None, "--classes-per-client", help="N classes per client (PrivateFL's split: --partition classes:N)."),
+        option("dataset_option", list[str] | None, None, "--dataset-option", help="Extra dataset option KEY=VALUE (repeatable), e.g. dim=20."),
+        option("execution", str, "auto", "--execution", help="auto, batched (stacked clients) or sequential."),
+        option("eval_every", int, 1, "--eval-every", help="Evaluate the global model every k iterations (and after the last)."),
+        option("eval_train_loss", bool, False, "--eval-train-loss", help="Also evaluate on every client's training data (as the Upcycled-FL code publishes)."),
+        option("out", Path | None, None, "--out", help="Checkpoint directory to write (with DIR/training.json, a 'training' result for privaudit report)."),
+        option("save_client_updates", bool, False, "--save-client-updates", help="Also store every released client model per round."),
+        option("overwrite", bool, False, "--overwrite", help="Replace an existing checkpoint in --out."),
+        option("threads", int, 1, "--threads", help="torch intra-op threads (logistic regression and small MLPs train fastest with 1)."),
+        option("quiet", bool, False, "--quiet", help="No progress bar."),
+        option("json_", bool, False, "--json", help="Print the run summary as JSON."),
+    ]
+
+
+def _registry_parameters() -> tuple[list[inspect.Parameter], set[str], set[str]]:
+    from privaudit.fl.algorithms.registry import all_algorithm_options, option_owners
+    from privaudit.fl.privacy.registry import all_privacy_options, privacy_option_owners
+
+    parameters = []
+    algorithm_names, privacy_names = set(), set()
+    for options, owners, panel, names in (
+        (all_algorithm_options(), option_owners(), _ALGORITHM_PANEL, algorithm_names),
+        (all_privacy_options(), privacy_option_owners(), _PRIVACY_PANEL, privacy_names),
+    ):
+        for opt in options:
+            annotation = str | None if opt.choices else opt.type | None
+            suffix = f" [{', '.join(owners.get(opt.name, []))}]"
+            info = typer.Option(None, opt.flag, help=opt.help + suffix, rich_help_panel=panel)
+            parameters.append(inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation))
+            names.add(opt.name)
+    return parameters, algorithm_names, privacy_names
+
+
+#: Local-training defaults of ``train`` when an algorithm brings none of its own.
+_LOCAL_DEFAULTS = {"local_epochs": 10, "batch_size": 32, "lr": 0.01, "momentum": 0.5}
+
+
+def _local_settings(kwargs: dict[str, Any], algorithm_defaults: Any) -> dict[str, Any]:
+    """LocalTrainingConfig fields: the flags given, else the algorithm's defaults (given its --privacy), else train's."""
+    defaults = {**_LOCAL_DEFAULTS, **(algorithm_defaults(kwargs["privacy"]) if algorithm_defaults else {})}
+    picked = {k: kwargs[k] if kwargs[k] is not None else defaults[k] for k in _LOCAL_DEFAULTS}
+    return {"epochs": picked["local_epochs"], "batch_size": picked["batch_size"], "lr": picked["lr"], "momentum": picked["momentum"]}
+
+
+def _parse_dataset_options(items: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidParameterError(f"--dataset-option takes KEY=VALUE, got {item!r}")
+        value: Any = text.strip()
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        if text.strip().lower() in ("true", "false"):
+            value = text.strip().lower() == "true"
+        out[key.strip()] = value
+    return out
+
+
+def _print_lists() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from privaudit.data import describe_datasets
+    from privaudit.fl.algorithms.registry import algorithm_specs
+    from privaudit.fl.privacy.registry import PRIVACY_SPECS
+    from privaudit.models import describe_models
+
+    console = Console()
+    sections = (
+        ("Algorithms", {name: spec.summary + (f"  [{', '.join(o.flag for o in spec.options)}]" if spec.options else "") for name, spec in algorithm_specs().items()}),
+        ("Datasets", describe_datasets()),
+        ("Models", describe_models()),
+        ("Privacy mechanisms", {name: spec.summary + (f"  [{', '.join(o.flag for o in spec.options)}]" if spec.options else "") for name, spec in PRIVACY_SPECS.items()}),
+    )
+    for title, rows in sections:
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("name", style="bold")
+        table.add_column("description")
+        for name, text in rows.items():
+            table.add_row(name, text)
+        console.print(table)
+
+
+def _summary(result, out: Path | None) -> dict[str, Any]:
+    history = result.history
+    return {
+        "algorithm": result.info.algorithm["name"],
+        "dataset": result.info.dataset["name"],
+        "model": result.info.model_name,
+        "execution": result.info.execution_mode,
+        "rounds": len(history),
+        "training_rounds": sum(1 for m in history if m.trained),
+        "final_test_accuracy": result.final_accuracy,
+        "privacy_events": len(result.ledger.events),
+        "invalid_privacy_events": sum(1 for e in result.ledger.events if not e.valid),
+        "seconds": result.seconds,
+        "checkpoint": None if out is None else str(out),
+    }
+
+
+def _write_training_result(out: Path) -> Path:
+    """Write ``out/training.json``: accuracy per evaluated round of the run just checkpointed in ``out``.
+
+    Built from the verified manifest (:func:`privaudit.report.producers.training_result`), so it says exactly
+    what the checkpoint records; the checkpoint reader never opens it.
+    """
+    from privaudit.fl.engine.checkpoint import TRAINING_RESULT, read_manifest
+    from privaudit.report.producers import training_result
+    from privaudit.report.results import write_result
+
+    path = Path(out) / TRAINING_RESULT
+    try:
+        return write_result(path, training_result(read_manifest(out), out))
+    except OSError as exc:
+        raise InvalidParameterError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def register(app: typer.Typer) -> None:
+    registry_parameters, algorithm_option_names, privacy_option_names = _registry_parameters()
+    common = _common_parameters()
+    clash = {p.name for p in common} & {p.name for p in registry_parameters}
+    if clash:
+        raise RuntimeError(f"registry options clash with train's own options: {sorted(clash)}")
+
+    def train(**kwargs: Any) -> None:
+        """Train a federation (optionally private, optionally Upcycled-FL) and write it to --out."""
+        if kwargs["list_"]:
+            _print_lists()
+            return
+        missing = [flag for flag, key in (("--algorithm", "algorithm"), ("--dataset", "dataset"), ("--rounds", "rounds")) if kwargs[key] is None]
+        if missing:
+            raise InvalidParameterError(f"train needs {', '.join(missing)} (or --list)")
+        if kwargs["threads"] < 1:
+            raise InvalidParameterError(f"--threads must be at least 1, got {kwargs['threads']}")
+        import torch
+
+        from privaudit.fl.engine.config import LocalTrainingConfig
+        from privaudit.fl.engine.run import TrainSpec, run_training
+
+        torch.set_num_threads(kwargs["threads"])
+        from privaudit.papers.pfa.specs import LOCAL_DEFAULTS as PFA_LOCAL_DEFAULTS
+        from privaudit.papers.privatefl.specs import LOCAL_DEFAULTS, RUNNERS, SUMMARY_ROWS
+
+        name = str(kwargs["algorithm"]).strip().lower()
+        local = _local_settings(kwargs, LOCAL_DEFAULTS.get(name) or PFA_LOCAL_DEFAULTS.get(name))
+        if kwargs["classes_per_client"] is not None:
+            if kwargs["partition"] is not None:
+                raise InvalidParameterError("give either --classes-per-client N or --partition, not both")
+            kwargs["partition"] = f"classes:{kwargs['classes_per_client']}"
+
+        spec = TrainSpec(
+            algorithm=kwargs["algorithm"],
+            dataset=kwargs["dataset"],
+            rounds=kwargs["rounds"],
+            model=kwargs["model"],
+            algorithm_options={k: kwargs[k] for k in algorithm_option_names if kwargs[k] is not None},
+            privacy=kwargs["privacy"],
+            privacy_options={k: kwargs[k] for k in privacy_option_names if kwargs[k] is not None},
+            local=LocalTrainingConfig(**local),
+            clients_per_round=kwargs["clients_per_round"],
+            sampling=kwargs["sampling"],
+            stragglers=kwargs["stragglers"],
+            seed=kwargs["seed"],
+            data_seed=kwargs["data_seed"],
+            num_clients=kwargs["num_clients"],
+            partition=kwargs["partition"],
+            dataset_options=_parse_dataset_options(kwargs["dataset_option"]),
+            execution=kwargs["execution"],
+            eval_every=kwargs["eval_every"],
+            eval_train_loss=kwargs["eval_train_loss"],
+        )
+        out = kwargs["out"]
+        from privaudit.papers.pfa.specs import is_pfa_family
+
+        runner = run_training
+        if is_pfa_family(spec.algorithm):  # PFA family: the checkpoint also holds its participation/uplink report
+            from privaudit.papers.pfa.experiment import run_pfa_training as runner
+        elif spec.algorithm in RUNNERS:  # algorithms with their own entry point (PrivateFL: its privacy modes calibrate from the run)
+            module_name, _, function = RUNNERS[spec.algorithm].partition(":")
+            runner = getattr(importlib.import_module(module_name), function)
+        result = runner(
+            spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"], progress=not kwargs["quiet"]
+        )
+        summary = _summary(result, out)
+        if out is not None:
+            summary["training_result"] = str(_write_training_result(out))
+        if is_pfa_family(spec.algorithm):
+            from privaudit.papers.pfa.experiment import summary_rows
+
+            summary.update(summary_rows(result))
+        elif spec.algorithm in SUMMARY_ROWS:
+            module_name, _, function = SUMMARY_ROWS[spec.algorithm].partition(":")
+            summary.update(getattr(importlib.import_module(module_name), function)(result))
+        if kwargs["json_"]:
+            print_json(summary)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="privaudit train", show_header=False, title_justify="left")
+        for key, value in summary.items():
+            table.add_row(key.replace("_", " "), f"{value:.4g}" if isinstance(value, float) else str(value))
+        Console().print(table)
+
+    parameters = common + registry_parameters
+    train.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    train.__annotations__ = {p.name: p.annotation for p in parameters}
+    app.command("train", no_args_is_help=True)(cli_errors(train))

@@ -1,0 +1,1 @@
+"""The federated-training engine: round loop, trainers (batched and sequential), sampling, evaluation, checkpoints."""

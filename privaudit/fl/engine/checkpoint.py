@@ -1,0 +1,340 @@
+"""A trained federation on disk: ``manifest.json`` plus safetensors files, verified on every read.
+
+Layout::
+
+    DIR/manifest.json                       schema, algorithm, full config, seeds, dataset (+ fingerprint,
+                                            partition), privacy ledger, metrics per round, privaudit
+                                            version, sha256 and size of every tensor file, and the sha256 of
+                                            the manifest's own canonical JSON
+    DIR/tensors/global_r0000.safetensors    the initial global model; global_rNNNN after round NNNN
+    DIR/tensors/clients_rNNNN.safetensors   with ``save_client_updates``: every model a client released in
+                                            round NNNN (key ``<client>/<param>``) and its other released
+                                            tensors (``<client>/extras/<name>/<param>``)
+    DIR/training.json                       written by ``privaudit train``: a ``training`` result (accuracy per
+                                            round) for ``privaudit report``; not part of the checkpoint (never
+                                            read or hashed here; a new run into DIR removes the old one)
+
+Reading validates the schema, the manifest's own hash and, for every tensor file it opens, size and sha256
+*before* parsing; corrupted, truncated or tampered files raise one :class:`~privaudit.errors.CheckpointError`.
+Nothing is ever unpickled (safetensors is a JSON header plus raw buffers).
+
+:func:`read_manifest`, :func:`read_ledger` and :func:`verify_checkpoint` import neither torch nor safetensors
+(``privaudit compute-epsilon --checkpoint DIR`` starts fast); tensor loading imports them when called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privaudit.accounting.ledger import PrivacyLedger
+from privaudit.errors import CheckpointError, PrivauditError
+
+if TYPE_CHECKING:
+    import torch
+
+    from privaudit.fl.algorithms.base import ClientResult
+    from privaudit.fl.engine.metrics import RoundMetrics
+    from privaudit.fl.engine.round_loop import FederationResult, RunInfo
+
+SCHEMA = "privaudit.federation/1"
+MANIFEST = "manifest.json"
+TENSOR_DIR = "tensors"
+#: The ``training`` result ``privaudit train --out DIR`` writes beside the manifest (not part of the checkpoint).
+TRAINING_RESULT = "training.json"
+_REQUIRED = ("schema", "privaudit_version", "algorithm", "config", "model", "seeds", "dataset", "ledger", "metrics", "tensors")
+
+
+def global_file(round_: int) -> str:
+    return f"{TENSOR_DIR}/global_r{round_:04d}.safetensors"
+
+
+def clients_file(round_: int) -> str:
+    return f"{TENSOR_DIR}/clients_r{round_:04d}.safetensors"
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON without its ``manifest_sha256`` field."""
+    return hashlib.sha256(_canonical({k: v for k, v in manifest.items() if k != "manifest_sha256"})).hexdigest()
+
+
+def _manifest_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path if path.name == MANIFEST and not path.is_dir() else path / MANIFEST
+
+
+# -- reading, torch-free ------------------------------------------------------------------------------
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """The validated manifest of the trained federation at ``path`` (its directory or its manifest.json)."""
+    manifest_path = _manifest_path(path)
+    try:
+        raw = manifest_path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{manifest_path.parent} is not a trained federation: {MANIFEST} is missing") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {manifest_path}: {exc.strerror or exc}") from None
+    try:
+        manifest = json.loads(raw.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CheckpointError(f"{manifest_path} is not valid JSON (corrupted or truncated)") from None
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        found = manifest.get("schema") if isinstance(manifest, dict) else None
+        raise CheckpointError(f"{manifest_path} is not a privaudit federation manifest (schema {found!r}, expected {SCHEMA!r})")
+    missing = [k for k in _REQUIRED if k not in manifest]
+    if missing:
+        raise CheckpointError(f"{manifest_path} lacks field(s) {', '.join(missing)}")
+    if manifest.get("manifest_sha256") != manifest_digest(manifest):
+        raise CheckpointError(f"{manifest_path} was modified after it was written (its content hash does not match)")
+    problem = _structure_problem(manifest)
+    if problem:
+        raise CheckpointError(f"{manifest_path} is malformed: {problem}")
+    return manifest
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _structure_problem(manifest: Mapping[str, Any]) -> str | None:
+    """What is wrong with the manifest's structure (types readers rely on), or ``None``.
+
+    The content hash has no key, so a hand-edited manifest can carry a matching hash: readers must still
+    meet one clear error, never an ``AttributeError`` deep inside.
+    """
+    for key in ("algorithm", "config", "model", "seeds", "dataset", "ledger", "tensors"):
+        if not isinstance(manifest[key], dict):
+            return f"field {key!r} must be an object"
+    rounds = manifest["config"].get("rounds")
+    if not _is_int(rounds) or rounds < 0:
+        return f"config.rounds must be a non-negative integer, got {rounds!r}"
+    model = manifest["model"]
+    if model.get("name") is not None and not isinstance(model.get("name"), str):
+        return "model.name must be a string or null"
+    shape, classes = model.get("input_shape"), model.get("num_classes")
+    if not isinstance(shape, list) or not all(_is_int(d) and d > 0 for d in shape):
+        return f"model.input_shape must be a list of positive integers, got {shape!r}"
+    if not _is_int(classes) or classes < 1:
+        return f"model.num_classes must be a positive integer, got {classes!r}"
+    if not isinstance(model.get("parameters", {}), dict) or not isinstance(model.get("trainable", []), list):
+        return "model.parameters must be an object and model.trainable a list"
+    if not isinstance(manifest["metrics"], list) or not all(isinstance(m, dict) for m in manifest["metrics"]):
+        return "field 'metrics' must be a list of objects"
+    for relative, entry in manifest["tensors"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) or not _is_int(entry.get("bytes")):
+            return f"tensor entry {relative!r} must record its sha256 (string) and bytes (integer)"
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            return f"tensor entry {relative!r} must be a path inside the checkpoint"
+    return None
+
+
+def read_ledger(path: str | os.PathLike) -> PrivacyLedger:
+    """The privacy ledger recorded by the trained federation at ``path`` (no torch import)."""
+    manifest = read_manifest(path)
+    try:
+        return PrivacyLedger.from_dict(manifest["ledger"])
+    except PrivauditError as exc:
+        raise CheckpointError(f"the privacy ledger in {_manifest_path(path)} is malformed: {exc}") from None
+
+
+def _read_verified(root: Path, relative: str, manifest: Mapping[str, Any]) -> bytes:
+    entry = manifest["tensors"].get(relative)
+    if entry is None:
+        raise CheckpointError(f"{root} has no tensor file {relative} in its manifest")
+    file = root / relative
+    try:
+        data = file.read_bytes()
+    except OSError:
+        raise CheckpointError(f"{file} is missing or unreadable") from None
+    if len(data) != entry.get("bytes"):
+        raise CheckpointError(f"{file} has {len(data)} bytes, the manifest records {entry.get('bytes')} (truncated or replaced)")
+    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        raise CheckpointError(f"{file} does not match its sha256 in the manifest (corrupted or tampered)")
+    return data
+
+
+def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Check the manifest and the size and sha256 of every tensor file; returns the manifest."""
+    manifest = read_manifest(path)
+    root = _manifest_path(path).parent
+    for relative in manifest["tensors"]:
+        _read_verified(root, relative, manifest)
+    return manifest
+
+
+# -- reading tensors -------------------------------------------------------------------------------
+def _parse(data: bytes, origin: str) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        return load(data)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{origin} is not a readable safetensors file: {exc}") from None
+
+
+class TrainedFederation:
+    """A verified checkpoint directory: manifest, ledger, metrics, and tensors loaded on demand."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.root = _manifest_path(path).parent
+        self.manifest = read_manifest(path)
+
+    @property
+    def ledger(self) -> PrivacyLedger:
+        return read_ledger(self.root)
+
+    @property
+    def rounds(self) -> int:
+        return int(self.manifest["config"]["rounds"])
+
+    @property
+    def metrics(self) -> list[RoundMetrics]:
+        from privaudit.fl.engine.metrics import RoundMetrics
+
+        return [RoundMetrics.from_dict(m) for m in self.manifest["metrics"]]
+
+    def global_state(self, round_: int | None = None) -> dict[str, torch.Tensor]:
+        """The global model after ``round_`` (0 = initial; default: the last round)."""
+        round_ = self.rounds if round_ is None else int(round_)
+        relative = global_file(round_)
+        return _parse(_read_verified(self.root, relative, self.manifest), str(self.root / relative))
+
+    def client_releases(self, round_: int) -> dict[int, dict[str, Any]]:
+        """``{client: {"state": {...}, "extras": {name: {...}}}}`` released in ``round_`` (needs ``save_client_updates``)."""
+        relative = clients_file(round_)
+        if relative not in self.manifest["tensors"]:
+            if not self.manifest.get("save_client_updates"):
+                raise CheckpointError(f"{self.root} was trained without --save-client-updates, so it holds no client releases")
+            return {}
+        flat = _parse(_read_verified(self.root, relative, self.manifest), str(self.root / relative))
+        out: dict[int, dict[str, Any]] = {}
+        for key, tensor in flat.items():
+            client, _, rest = key.partition("/")
+            entry = out.setdefault(int(client), {"state": {}, "extras": {}})
+            if rest.startswith("extras/"):
+                name, _, param = rest[len("extras/") :].partition("/")
+                entry["extras"].setdefault(name, {})[param] = tensor
+            else:
+                entry["state"][rest] = tensor
+        return out
+
+    def build_model(self, round_: int | None = None):
+        """The model architecture with the global weights of ``round_`` loaded (named models only)."""
+        from privaudit.models import build_model
+
+        model_info = self.manifest["model"]
+        if not model_info.get("name"):
+            raise CheckpointError(f"{self.root} was trained with a custom module; rebuild it and load global_state()")
+        model = build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
+        model.load_state_dict(self.global_state(round_), strict=False)
+        return model
+
+
+def load_federation(path: str | os.PathLike) -> TrainedFederation:
+    return TrainedFederation(path)
+
+
+# -- writing ----------------------------------------------------------------------------------------
+class CheckpointWriter:
+    """Round observer that writes a trained federation as it trains; the manifest comes last (atomically)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        save_client_updates: bool = False,
+        overwrite: bool = False,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.root = Path(path)
+        self.save_client_updates = bool(save_client_updates)
+        self.extra = dict(extra or {})
+        if self.root.exists() and not self.root.is_dir():
+            raise CheckpointError(f"{self.root} exists and is not a directory")
+        if (self.root / MANIFEST).exists() and not overwrite:
+            raise CheckpointError(f"{self.root} already holds a trained federation; choose another directory or overwrite it")
+        self.tensors: dict[str, dict[str, Any]] = {}
+        self.metrics: list[dict[str, Any]] = []
+
+    def _write(self, relative: str, tensors: Mapping[str, torch.Tensor], metadata: dict[str, str]) -> None:
+        from safetensors.torch import save
+
+        data = save({k: v.detach().contiguous() for k, v in tensors.items()}, metadata=metadata)
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self.tensors[relative] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), **metadata}
+
+    # RoundObserver interface ----------------------------------------------------------------------
+    def on_start(self, info: RunInfo) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / MANIFEST).unlink(missing_ok=True)
+            (self.root / TRAINING_RESULT).unlink(missing_ok=True)  # the previous run's; train writes a new one
+            stale = self.root / TENSOR_DIR
+            if stale.is_dir():
+                for old in stale.glob("*.safetensors"):
+                    old.unlink()
+        except OSError as exc:
+            raise CheckpointError(f"cannot write to {self.root}: {exc.strerror or exc}") from None
+        self.info = info
+        self._write(global_file(0), info.initial_state, {"kind": "global", "round": "0"})
+
+    def on_round_start(self, round: int, trains_clients: bool) -> None:
+        pass
+
+    def on_round_end(self, round: int, state, results: Sequence[ClientResult], metrics: RoundMetrics) -> None:
+        self._write(global_file(round), state, {"kind": "global", "round": str(round)})
+        if self.save_client_updates and results:
+            flat = {}
+            for result in results:
+                for name, tensor in result.state.items():
+                    flat[f"{result.client_id}/{name}"] = tensor
+                for extra, values in result.extras.items():
+                    for name, tensor in values.items():
+                        flat[f"{result.client_id}/extras/{extra}/{name}"] = tensor
+            self._write(clients_file(round), flat, {"kind": "clients", "round": str(round)})
+
+    def on_end(self, result: FederationResult) -> None:
+        from privaudit import __version__
+
+        info = result.info
+        model = info.model
+        manifest = {
+            "schema": SCHEMA,
+            "privaudit_version": __version__,
+            "created_unix": time.time(),
+            "algorithm": info.algorithm,
+            "config": info.config.to_dict(),
+            "model": {
+                "name": info.model_name,
+                "input_shape": list(info.dataset["input_shape"]),
+                "num_classes": info.dataset["num_classes"],
+                "parameters": {k: list(v.shape) for k, v in info.initial_state.items()},
+                "trainable": [n for n, p in model.named_parameters() if p.requires_grad],
+                "execution": info.execution_mode,
+            },
+            "seeds": info.seeds,
+            "dataset": info.dataset,
+            "ledger": result.ledger.to_dict(),
+            "metrics": [m.to_dict() for m in result.history],
+            "final_accuracy": result.final_accuracy,
+            "seconds": result.seconds,
+            "save_client_updates": self.save_client_updates,
+            "tensors": self.tensors,
+            **self.extra,
+        }
+        manifest = json.loads(json.dumps(manifest, ensure_ascii=False))  # the digest is of what a reader will see
+        manifest["manifest_sha256"] = manifest_digest(manifest)
+        temporary = self.root / (MANIFEST + ".tmp")
+        temporary.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+        os.replace(temporary, self.root / MANIFEST)

@@ -1,0 +1,305 @@
+"""The round loop of a simulated federation.
+
+For each iteration r = 1..R::
+
+    if algorithm.trains_clients(r):                      # every round, or Upcycled-FL's odd rounds
+        S  ← sample clients (fixed size or Poisson)      # seeded by the training-round index;
+             (or algorithm.select_clients, if it has one: PFA's budget pre-check, after start_federation)
+        E_i ← local epochs (stragglers run fewer)
+        objectives ← algorithm.local_objective(ω̄, i)    # no data read
+        outcomes   ← trainer.train(ω̄, tasks)            # batched on stacked parameters, or sequential
+        results    ← algorithm.finish(ω̄, i, outcome_i)  # privatizers act here and emit privacy events
+        ledger.record(events of results)                  # the federation never computes ε
+        ω̄ ← algorithm.aggregate(r, ω̄, results)
+    else:
+        ω̄ ← algorithm.server_update(r, ω̄)               # no client, no data
+    metrics ← evaluate ω̄ (every ``eval_every`` rounds); observers (checkpoint writer, ...) see the round
+
+Everything random comes from one :class:`~privaudit.fl.engine.seeding.SeedTree`, so on CPU a run is repeatable
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from privaudit.accounting.ledger import PrivacyLedger
+from privaudit.accounting.mechanisms import Neighbouring
+from privaudit.data.base import FederatedDataset
+from privaudit.errors import InvalidParameterError
+from privaudit.fl.algorithms.base import Algorithm, ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.config import FederationConfig
+from privaudit.fl.engine.evaluation import Evaluator
+from privaudit.fl.engine.metrics import RoundMetrics
+from privaudit.fl.engine.params import State, model_state
+from privaudit.fl.engine.sampling import local_epochs, sample_clients
+from privaudit.fl.engine.seeding import SEED_SCHEME, SeedTree, seeded_torch_global
+from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run is, known before round 1 (written to the checkpoint manifest)."""
+
+    config: FederationConfig
+    algorithm: dict[str, Any]
+    dataset: dict[str, Any]
+    model_name: str | None
+    model: nn.Module
+    initial_state: State
+    execution_mode: str
+    seeds: dict[str, Any]
+
+
+class RoundObserver:
+    """Hooks into the round loop; every method is optional."""
+
+    def on_start(self, info: RunInfo) -> None:
+        """Before round 1, after the initial model exists."""
+
+    def on_round_start(self, round: int, trains_clients: bool) -> None:
+        """Before anything of round ``round`` happens."""
+
+    def on_round_end(self, round: int, state: State, results: Sequence[ClientResult], metrics: RoundMetrics) -> None:
+        """After aggregation (or the server-only update) and evaluation."""
+
+    def on_end(self, result: FederationResult) -> None:
+        """After the last round."""
+
+
+@dataclass
+class FederationResult:
+    state: State
+    history: list[RoundMetrics]
+    ledger: PrivacyLedger
+    info: RunInfo
+    seconds: float
+    personal_states: dict[int, State] = field(default_factory=dict)
+
+    @property
+    def final_accuracy(self) -> float | None:
+        for metrics in reversed(self.history):
+            if metrics.test_accuracy is not None:
+                return metrics.test_accuracy
+        return None
+
+
+def _build_model(model: str | nn.Module, dataset: FederatedDataset, seeds: SeedTree) -> tuple[nn.Module, str | None]:
+    if isinstance(model, nn.Module):
+        return model, None
+    from privaudit.models import build_model
+
+    built = seeded_torch_global(seeds.integer("model-init"), lambda: build_model(model, dataset.input_shape, dataset.num_classes))
+    return built, str(model)
+
+
+def input_bounds(dataset: FederatedDataset) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(low, high) of the dataset's inputs in model space: its data range, standardised per channel if it was."""
+    if dataset.data_range is None:
+        return None
+    low, high = (float(v) for v in dataset.data_range)
+    if dataset.normalization is None:
+        return torch.tensor(low), torch.tensor(high)
+    mean, std = (torch.tensor([float(v) for v in values]) for values in dataset.normalization)
+    shape = (-1,) + (1,) * (len(dataset.input_shape) - 1)
+    return ((low - mean) / std).reshape(shape), ((high - mean) / std).reshape(shape)
+
+
+def _weighted_loss(results: Sequence[ClientResult]) -> float | None:
+    total = sum(r.num_examples for r in results)
+    if not results or total == 0:
+        return None
+    return sum(r.train_loss * r.num_examples for r in results) / total
+
+
+class _Progress:
+    """A rich progress bar over rounds (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int, label: str) -> None:
+        self.bar = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[status]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self.task = self.bar.add_task(label, total=total, status="")
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def advance(self, metrics: RoundMetrics) -> None:
+        if self.bar is None:
+            return
+        status = "" if metrics.test_accuracy is None else f"acc {metrics.test_accuracy:.3f}"
+        if metrics.train_loss is not None:
+            status += f" loss {metrics.train_loss:.3f}"
+        self.bar.update(self.task, advance=1, status=status)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def run_federation(
+    dataset: FederatedDataset,
+    model: str | nn.Module,
+    algorithm: Algorithm,
+    config: FederationConfig,
+    *,
+    observers: Sequence[RoundObserver] = (),
+    progress: bool = True,
+) -> FederationResult:
+    """Train ``algorithm`` on ``dataset`` for ``config.rounds`` iterations and return the trained federation.
+
+    ``model`` is a model name (built by :func:`privaudit.models.build_model` with a seeded initialisation)
+    or a module whose current weights are the initial global model.
+    """
+    if not isinstance(config, FederationConfig):
+        raise InvalidParameterError("config must be a FederationConfig")
+    started = time.perf_counter()
+    seeds = SeedTree(config.seed)
+    module, model_name = _build_model(model, dataset, seeds)
+    module.train()
+    trainer = ClientTrainer(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds)
+    state = model_state(module)
+    trainable = tuple(name for name, p in module.named_parameters() if p.requires_grad)
+    algorithm.setup(
+        SetupContext(
+            model=module,
+            initial_state={k: v.clone() for k, v in state.items()},
+            trainable=trainable,
+            input_shape=tuple(dataset.input_shape),
+            num_clients=dataset.num_clients,
+            client_sizes=tuple(int(n) for n in dataset.client_sizes),
+            local_lr=config.local.lr,
+            local_momentum=config.local.momentum,
+            seeds=seeds,
+            trainer=trainer,
+            input_bounds=input_bounds(dataset),
+        )
+    )
+    evaluator = Evaluator(module, dataset, train_loss=config.eval_train_loss)
+    neighbouring = algorithm.find("neighbouring") or Neighbouring.ADD_REMOVE
+    ledger = PrivacyLedger(neighbouring=neighbouring)
+    start = algorithm.find("start_federation")
+    if start is not None:  # algorithms that plan from the run's configuration and set budgets in its ledger (PFA)
+        start(config, ledger)
+    select = algorithm.find("select_clients")  # algorithms that choose each round's clients (PFA's budget pre-check)
+    info = RunInfo(
+        config=config,
+        algorithm=algorithm.describe(),
+        dataset=dataset.describe(),
+        model_name=model_name,
+        model=module,
+        initial_state={k: v.clone() for k, v in state.items()},
+        execution_mode=trainer.mode,
+        seeds={"seed": config.seed, "scheme": SEED_SCHEME},
+    )
+    for observer in observers:
+        observer.on_start(info)
+
+    history: list[RoundMetrics] = []
+    training_round = 0
+    with _Progress(progress, config.rounds, algorithm.name) as bar:
+        for round_ in range(1, config.rounds + 1):
+            round_started = time.perf_counter()
+            trains = algorithm.trains_clients(round_)
+            for observer in observers:
+                observer.on_round_start(round_, trains)
+            results: list[ClientResult] = []
+            sampled: list[int] = []
+            epochs: list[int] = []
+            if trains:
+                training_round += 1
+                if select is not None:
+                    sampled = sorted(int(c) for c in select(training_round, seeds.numpy("sampling", training_round)))
+                else:
+                    sampled = [int(c) for c in sample_clients(
+                        dataset.num_clients, config.clients_per_round, config.sampling, seeds.numpy("sampling", training_round)
+                    )]
+                epochs = [int(e) for e in local_epochs(
+                    len(sampled), config.local.epochs, config.stragglers, seeds.numpy("stragglers", training_round)
+                )]
+                contexts = [
+                    ClientContext(round_, training_round, cid, dataset.clients[cid], ep, seeds)
+                    for cid, ep in zip(sampled, epochs, strict=True)
+                ]
+                tasks = [LocalTask(c.client_id, c.data, c.epochs, algorithm.local_objective(state, c)) for c in contexts]
+                outcomes = trainer.train(state, tasks, training_round)
+                results = [algorithm.finish(state, c, o) for c, o in zip(contexts, outcomes, strict=True)]
+                for result in results:
+                    ledger.record_all(result.events)
+                state = algorithm.aggregate(round_, state, results)
+            else:
+                state = algorithm.server_update(round_, state)
+            metrics = _round_metrics(round_, trains, sampled, epochs, config, results, evaluator, algorithm, state, round_started)
+            history.append(metrics)
+            for observer in observers:
+                observer.on_round_end(round_, state, results, metrics)
+            bar.advance(metrics)
+
+    result = FederationResult(
+        state=state,
+        history=history,
+        ledger=ledger,
+        info=replace(info, execution_mode=trainer.mode),  # what actually ran (known only after training)
+        seconds=time.perf_counter() - started,
+        personal_states=algorithm.personal_states(),
+    )
+    for observer in observers:
+        observer.on_end(result)
+    return result
+
+
+def _round_metrics(
+    round_: int,
+    trains: bool,
+    sampled: list[int],
+    epochs: list[int],
+    config: FederationConfig,
+    results: list[ClientResult],
+    evaluator: Evaluator,
+    algorithm: Algorithm,
+    state: State,
+    started: float,
+) -> RoundMetrics:
+    evaluated = round_ % config.eval_every == 0 or round_ == config.rounds
+    evaluation = evaluator.evaluate(state, algorithm.personal_states()) if evaluated else None
+    return RoundMetrics(
+        round=round_,
+        trained=trains,
+        clients=sampled,
+        epochs=epochs,
+        stragglers=[c for c, e in zip(sampled, epochs, strict=True) if e < config.local.epochs],
+        train_loss=_weighted_loss(results),
+        test_accuracy=evaluation.test_accuracy if evaluation else None,
+        test_loss=evaluation.test_loss if evaluation else None,
+        per_client_accuracy=evaluation.per_client_accuracy if evaluation else None,
+        personalised_accuracy=evaluation.personalised_accuracy if evaluation else None,
+        global_train_loss=evaluation.train_loss if evaluation else None,
+        seconds=time.perf_counter() - started,
+    )
+

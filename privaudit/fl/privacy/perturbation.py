@@ -1,0 +1,345 @@
+"""Privatizers as wrappers around any algorithm (Flower's ``dp_fixed_clipping`` pattern), with their events.
+
+* :class:`OutputPerturbation` — Upcycled-FL's output perturbation (000 §5, 003 §6; Thm 6.2): each
+  training client clips its local model to norm τ and adds N(0, s²I). Default s = σ (the paper);
+  ``noise_std="sigma-squared"`` draws s = σ² as the reference code does (``torch.normal(0, sigma**2)``, spec U1).
+* :class:`ObjectivePerturbation` — Upcycled-FL's objective perturbation (Thm 6.3): the client minimises
+  F_i(ω) + (μ/2)‖ω − ω̄‖² + ⟨n, ω⟩ with n of density ∝ exp(−α‖n‖). ``noise_law="reference"`` draws the
+  reference code's noise (spec U6a/b); ``solver="exact"`` runs the theorem's own setting (exact minimiser,
+  :mod:`privaudit.fl.engine.glm`).
+* ``rng="clock-ms"`` seeds each draw from the clock's milliseconds as the reference code does (≤ 1000
+  distinct noise draws, spec U5); the clock is injectable so audits are deterministic. The default draws
+  from the run's seeded stream ("output-noise"/"objective-noise", training round, client).
+
+Wrapped around X and inside :class:`~privaudit.fl.algorithms.upcycled.Upcycled`, a privatizer acts only in
+the rounds that train clients (Upcycled-FL's odd rounds). Each release records a
+:class:`~privaudit.accounting.ledger.PrivacyEvent` with the assumptions its accounting rests on; an event
+whose assumptions are known to fail is recorded with ``valid=False`` and a note. ε is never computed here,
+except that Thm 6.3's per-round ε, a closed form of the mechanism's parameters, is what the theorem's
+:class:`~privaudit.accounting.mechanisms.PureDP` event states.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from enum import Enum
+from typing import Any
+
+from privaudit.accounting.ledger import PrivacyEvent
+from privaudit.accounting.mechanisms import Gaussian, Neighbouring, PureDP
+from privaudit.errors import InvalidParameterError
+from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientResult
+from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
+from privaudit.fl.engine.params import State, num_scalars
+from privaudit.fl.privacy import noise
+
+Clock = Callable[[], float]
+
+
+def _parse(enum: type[Enum], value: Any, what: str) -> Any:
+    if isinstance(value, enum):
+        return value
+    key = str(value).strip().lower().replace("_", "-")
+    for member in enum:
+        if member.value == key:
+            return member
+    raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(repr(m.value) for m in enum)}")
+
+
+class NoiseStd(str, Enum):
+    SIGMA = "sigma"  # the paper: n ~ N(0, σ²I)
+    SIGMA_SQUARED = "sigma-squared"  # the reference code: std σ² (spec U1)
+
+
+class NoiseRng(str, Enum):
+    SEEDED = "seeded"  # the run's seeded streams
+    CLOCK_MS = "clock-ms"  # the reference code: seed = milliseconds of the clock (spec U5)
+
+
+class Sensitivity(str, Enum):
+    PAPER = "paper"  # τ/|D_i| (Thm 6.2's proof, add-one neighbours)
+    CLIP_DIAMETER = "clip-diameter"  # 2τ: any two clipped models lie in the τ-ball (no assumption on training)
+
+
+class ObjectiveNoiseLaw(str, Enum):
+    PAPER = "paper"  # density ∝ exp(−α‖n‖) in d = #parameters
+    REFERENCE = "reference"  # Gamma(feature_len, α) norm, cube direction (spec U6a/b)
+
+
+class ObjectiveSolver(str, Enum):
+    SGD = "sgd"  # the local SGD of the federation (the reference code)
+    EXACT = "exact"  # L-BFGS to a gradient tolerance (the theorem's setting)
+
+
+def _clock_note(rng: NoiseRng) -> tuple[str, str | None]:
+    if rng is NoiseRng.CLOCK_MS:
+        return (
+            "noise seeded from the clock's milliseconds: at most 1000 distinct noise draws (spec U5)",
+            "clock-seeded noise is one of ≤ 1000 enumerable draws, so the release is not differentially private (spec U5)",
+        )
+    return "noise from the run's seeded generator", None
+
+
+@dataclass(frozen=True)
+class OutputPerturbationConfig:
+    clip: float
+    sigma: float
+    noise_std: NoiseStd = NoiseStd.SIGMA
+    rng: NoiseRng = NoiseRng.SEEDED
+    sensitivity: Sensitivity = Sensitivity.PAPER
+
+    def __post_init__(self) -> None:
+        for name in ("clip", "sigma"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or not value > 0 or math.isinf(value):
+                raise InvalidParameterError(f"output perturbation needs a finite positive {name}, got {value!r}")
+        object.__setattr__(self, "noise_std", _parse(NoiseStd, self.noise_std, "noise std convention"))
+        object.__setattr__(self, "rng", _parse(NoiseRng, self.rng, "noise RNG"))
+        object.__setattr__(self, "sensitivity", _parse(Sensitivity, self.sensitivity, "sensitivity model"))
+
+    @property
+    def std(self) -> float:
+        """The standard deviation actually drawn: σ, or σ² (reference code)."""
+        return self.sigma if self.noise_std is NoiseStd.SIGMA else self.sigma**2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
+
+
+class OutputPerturbation(AlgorithmWrapper):
+    """Clip each training client's released model to norm τ and add Gaussian noise (Thm 6.2's mechanism)."""
+
+    mechanism_name = "output-perturbation"
+
+    def __init__(self, inner: Algorithm, config: OutputPerturbationConfig, *, clock: Clock = time.time) -> None:
+        super().__init__(inner)
+        self.config = config
+        self.clock = clock
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.inner.name}+{self.mechanism_name}"
+
+    def _generator(self, client: ClientContext):
+        import torch
+
+        if self.config.rng is NoiseRng.CLOCK_MS:
+            return torch.Generator().manual_seed(noise.clock_ms_seed(self.clock()))
+        return client.generator("output-noise")
+
+    def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
+        result = self.inner.finish(global_state, client, outcome)
+        clipped, norm = noise.clip_to_norm(result.state, self.config.clip)
+        drawn = noise.gaussian_noise(clipped, self.config.std, self._generator(client))
+        released = {k: clipped[k] + drawn[k] for k in clipped}
+        event = self._event(client, sorted(result.extras))
+        return replace(result, state=released, events=(*result.events, event), info={**result.info, "norm_before_clip": norm})
+
+    def _event(self, client: ClientContext, unprivatised: Sequence[str]) -> PrivacyEvent:
+        cfg, size = self.config, client.num_examples
+        assumptions = []
+        if cfg.sensitivity is Sensitivity.PAPER:
+            sensitivity = cfg.clip / size
+            assumptions.append(
+                f"sensitivity τ/|D_i| = {cfg.clip:g}/{size} per Upcycled-FL Thm 6.2 (000 Thm 5.2): the clipped model is treated "
+                "as an average of per-example terms bounded by τ, add-one neighbours (unverified for SGD-trained models, spec U2)"
+            )
+        else:
+            sensitivity = 2 * cfg.clip
+            assumptions.append(f"sensitivity 2τ = {2 * cfg.clip:g}: any two clipped models lie in the τ-ball")
+        if cfg.noise_std is NoiseStd.SIGMA:
+            assumptions.append(f"noise std σ = {cfg.sigma:g} as the paper states")
+        else:
+            assumptions.append(f"noise std σ² = {cfg.std:g} (σ = {cfg.sigma:g}) as the reference code draws it (spec U1)")
+        rng_assumption, rng_failure = _clock_note(cfg.rng)
+        assumptions.append(rng_assumption)
+        failures = [rng_failure] if rng_failure else []
+        if unprivatised:
+            failures.append(f"the client also releases {', '.join(unprivatised)} without noise")
+        return PrivacyEvent(
+            client_id=str(client.client_id),
+            round=client.round,
+            mechanism=Gaussian(noise_multiplier=cfg.std, sensitivity=sensitivity),
+            count=1,
+            assumptions=tuple(assumptions),
+            valid=not failures,
+            note="; ".join(failures),
+        )
+
+    def hyperparameters(self) -> dict:
+        return self.config.to_dict()
+
+    def describe(self) -> dict:
+        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict()}, "wraps": self.inner.describe()}
+
+
+@dataclass(frozen=True)
+class ObjectivePerturbationConfig:
+    """α of the noise density, its law and RNG, the local solver, and the loss constants of Thm 6.3.
+
+    u₁ = 1 and u₂ = 1/4 are the log-loss constants 000 App. F.2 uses (valid when ‖v‖ ≤ 1).
+    """
+
+    alpha: float
+    noise_law: ObjectiveNoiseLaw = ObjectiveNoiseLaw.PAPER
+    rng: NoiseRng = NoiseRng.SEEDED
+    solver: ObjectiveSolver = ObjectiveSolver.SGD
+    grad_tol: float = 1e-6
+    max_iter: int = 1000
+    u1: float = 1.0
+    u2: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.alpha, int | float) or not self.alpha > 0 or math.isinf(self.alpha):
+            raise InvalidParameterError(f"objective perturbation needs a finite positive α, got {self.alpha!r}")
+        object.__setattr__(self, "noise_law", _parse(ObjectiveNoiseLaw, self.noise_law, "objective noise law"))
+        object.__setattr__(self, "rng", _parse(NoiseRng, self.rng, "noise RNG"))
+        object.__setattr__(self, "solver", _parse(ObjectiveSolver, self.solver, "objective-perturbation solver"))
+        if not self.grad_tol > 0 or int(self.max_iter) < 1 or not self.u1 > 0 or not self.u2 > 0:
+            raise InvalidParameterError("objective perturbation needs grad_tol > 0, max_iter ≥ 1, u₁ > 0 and u₂ > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
+
+
+def objective_round_epsilon(alpha: float, u1: float, u2: float, mu: float, num_examples: int) -> float:
+    """One odd round's term of Upcycled-FL Thm 6.3 (000 Thm 5.3): (2α u₁ μ + 2.8 u₂) / (|D_i| μ); ∞ when μ = 0."""
+    if mu <= 0:
+        return math.inf
+    return (2 * alpha * u1 * mu + 2.8 * u2) / (num_examples * mu)
+
+
+class ObjectivePerturbation(AlgorithmWrapper):
+    """Add ⟨n, ω⟩ to each training client's local objective (Thm 6.3's mechanism)."""
+
+    mechanism_name = "objective-perturbation"
+    #: Thm 6.3's proof bounds a rank-2 Hessian difference: the two datasets differ by one *replaced* record.
+    neighbouring = Neighbouring.REPLACE_ONE
+
+    def __init__(self, inner: Algorithm, config: ObjectivePerturbationConfig, *, clock: Clock = time.time) -> None:
+        super().__init__(inner)
+        self.config = config
+        self.clock = clock
+        self._pending: dict[int, dict[str, Any]] = {}
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.inner.name}+{self.mechanism_name}"
+
+    def setup(self, context) -> None:
+        super().setup(context)
+        self._pending = {}
+
+    def _seed(self, client: ClientContext) -> int:
+        if self.config.rng is NoiseRng.CLOCK_MS:
+            return noise.clock_ms_seed(self.clock())
+        return client.seeds.integer("objective-noise", client.training_round, client.client_id)
+
+    def draw_noise(self, like: State, client: ClientContext) -> State:
+        """The noise n for one client's round (trainable parameters only)."""
+        seed = self._seed(client)
+        if self.config.noise_law is ObjectiveNoiseLaw.PAPER:
+            return noise.objective_noise_paper(like, self.config.alpha, seed)
+        feature_len = math.prod(self.context.input_shape)  # the reference's ``feature_len``: 20, 784, 256
+        return noise.objective_noise_reference(like, self.config.alpha, feature_len, seed)
+
+    def local_objective(self, global_state: State, client: ClientContext) -> LocalObjective:
+        objective = self.inner.local_objective(global_state, client)
+        trainable = {n: global_state[n] for n in self.context.trainable}
+        drawn = self.draw_noise(trainable, client)
+        linear = {k: (drawn[k] if k in drawn else v.new_zeros(v.shape)) for k, v in global_state.items()}
+        if self.config.solver is ObjectiveSolver.EXACT:
+            objective = replace(objective, solver=ExactMinimiser(self.config.grad_tol, int(self.config.max_iter)))
+        self._pending[client.client_id] = {"mu": objective.prox, "dimension": num_scalars(trainable)}
+        return objective.plus_linear(linear)
+
+    def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
+        result = self.inner.finish(global_state, client, outcome)
+        pending = self._pending.pop(client.client_id)
+        event = self._event(client, pending["mu"], pending["dimension"], outcome.info, sorted(result.extras))
+        return replace(result, events=(*result.events, event))
+
+    def _event(self, client: ClientContext, mu: float, dimension: int, info: dict, unprivatised: Sequence[str]) -> PrivacyEvent:
+        from privaudit.fl.engine.glm import glm_feature_norms
+
+        cfg, size = self.config, client.num_examples
+        checks: list[tuple[bool, str]] = []
+        checks.append((mu > 0, f"μ > 0 (proximal coefficient μ = {mu:g})"))
+        checks.append((mu > 0 and cfg.u2 <= 0.5 * size * mu, f"u₂ ≤ 0.5|D_i|μ (u₂ = {cfg.u2:g}, 0.5|D_i|μ = {0.5 * size * mu:g})"))
+        norms = glm_feature_norms(self.context.model, client.data.x_train)
+        if norms is None:
+            checks.append((False, "the loss is a scalar GLM F̂(θᵀv, y) (the model is not one linear map to 2 classes)"))
+        else:
+            largest = float(norms.max())
+            checks.append((True, "the loss is a scalar GLM F̂(θᵀv, y) (log loss)"))
+            checks.append((largest <= 1.0 + 1e-9, f"‖v‖ ≤ 1 for every local example, so ‖∇F̂‖ < u₁ = {cfg.u1:g} (max ‖v‖ = {largest:.4g})"))
+        if cfg.noise_law is ObjectiveNoiseLaw.PAPER:
+            checks.append((True, f"noise density ∝ exp(−α‖n‖) in d = {dimension} dimensions: Gamma(d, α) norm, uniform direction"))
+        else:
+            checks.append((False, "noise as the reference code draws it: Gamma(feature_len, α) norm and a cube direction, not the density ∝ exp(−α‖n‖) (spec U6a/b)"))
+        if cfg.solver is ObjectiveSolver.EXACT:
+            reached = float(info.get("grad_norm", math.inf))
+            checks.append((reached <= cfg.grad_tol, f"exact minimiser: L-BFGS gradient norm {reached:.3g} ≤ tolerance {cfg.grad_tol:g}"))
+        else:
+            checks.append((False, "exact minimiser of the perturbed objective (local SGD returns an approximate one, spec U6c)"))
+        rng_assumption, rng_failure = _clock_note(cfg.rng)
+        checks.append((rng_failure is None, rng_assumption))
+        if unprivatised:
+            checks.append((False, f"nothing else is released (the client also releases {', '.join(unprivatised)})"))
+        failures = [text for ok, text in checks if not ok]
+        epsilon = objective_round_epsilon(cfg.alpha, cfg.u1, cfg.u2, mu, size)
+        assumptions = (
+            f"ε per odd round = (2α u₁ μ + 2.8 u₂)/(|D_i| μ) per Upcycled-FL Thm 6.3 (000 Thm 5.3) with α = {cfg.alpha:g}, "
+            f"u₁ = {cfg.u1:g}, u₂ = {cfg.u2:g}, μ = {mu:g}, |D_i| = {size}; replace-one neighbours",
+            *[("holds: " if ok else "fails: ") + text for ok, text in checks],
+        )
+        return PrivacyEvent(
+            client_id=str(client.client_id),
+            round=client.round,
+            mechanism=PureDP(epsilon=epsilon, proven_for=Neighbouring.REPLACE_ONE),
+            count=1,
+            assumptions=assumptions,
+            valid=not failures,
+            note="; ".join("fails: " + f for f in failures),
+        )
+
+    def hyperparameters(self) -> dict:
+        return self.config.to_dict()
+
+    def describe(self) -> dict:
+        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict()}, "wraps": self.inner.describe()}
+
+
+class NoPrivacy(AlgorithmWrapper):
+    """``--privacy none``: releases exactly what ``inner`` releases, and records each release without a privacy
+    event as a non-private one (:meth:`PrivacyEvent.no_guarantee`, ε = ∞), so ledgers, JSON and tables say
+    "no DP guarantee (ε = ∞)" — never ε = 0.
+
+    Releases that already carry events (FedReg's and FedCurv's own no-guarantee events) are left alone, as are
+    algorithms that keep their own privacy accounting (``accounts_own_privacy``, e.g. PFA, whose public clients
+    release by design). Name and description are the inner algorithm's: nothing else changes.
+    """
+
+    def __init__(self, inner: Algorithm) -> None:
+        super().__init__(inner)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
+        result = self.inner.finish(global_state, client, outcome)
+        if result.events or self.inner.find("accounts_own_privacy"):
+            return result
+        event = PrivacyEvent.no_guarantee(client.client_id, client.round,
+                                          f"{self.inner.name} releases the client's update without noise (--privacy none)")
+        return replace(result, events=(event,))
+
+    def hyperparameters(self) -> dict:
+        return self.inner.hyperparameters()
+
+    def describe(self) -> dict:
+        return self.inner.describe()

@@ -1,0 +1,1 @@
+"""FedReg (Xu, Hong, Huang & Jiang, ICLR 2022): algorithm, local step, evidence, claims."""
