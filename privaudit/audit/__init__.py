@@ -13,12 +13,13 @@ Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-
 guess strategies: :mod:`privaudit.stats.strategies`. Attack metrics with bootstrap intervals:
 :func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`;
 the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the gradient-canary audit of a checkpoint,
-:func:`run_gradient_canary_audit` (imports torch only when called).
+:func:`run_gradient_canary_audit` with :class:`GradientCanaryOptions` (imports torch only when called).
 """
 
 from privaudit.audit.workflows.gradient_canaries import (
     CompositionValidity,
     GradientCanaryAudit,
+    GradientCanaryOptions,
     composition_validity,
     run_gradient_canary_audit,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "Explicit",
     "GdpComposition",
     "GradientCanaryAudit",
+    "GradientCanaryOptions",
     "GuessGrid",
     "Guesses",
     "IntervalEstimate",

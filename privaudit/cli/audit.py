@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
         json_output: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of tables."),
     ) -> None:
         """Audit a paper's privacy claim: accountant ε, attack ε lower bounds with ceiling and power, verdict."""
+        flags = dict(locals())
         mode = _one_mode(list_, claim, suite, checkpoint, scores)
         scores_only = [name for name, on in (("--mechanism", mechanism != "any"), ("--design", design != "fixed")) if on]
         if mode != "--scores" and scores_only:
@@ -115,9 +116,9 @@ def register(app: typer.Typer) -> None:
         if mode == "--scores":
             if trials is not None:
                 raise InvalidParameterError("--trials does not apply to --scores (the scores are given)")
-            _scores(scores, mechanism, design, delta, alpha, claimed_epsilon, power_trials, seed, out, json_output)
+            _scores(flags)
             return
-        out = DEFAULT_OUT if out is None else out
+        out = flags["out"] = DEFAULT_OUT if out is None else out
         if trials is not None and trials < 1:
             raise InvalidParameterError(f"--trials must be a positive integer, got {trials}")
         if threads < 1:
@@ -143,11 +144,9 @@ def register(app: typer.Typer) -> None:
                 if canary_kind is not None:
                     raise InvalidParameterError("--canary-kind chooses input canaries for --one-run; gradient canaries are "
                                                 "random orthonormal directions")
-                _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_view, canary_magnitude, canary_client,
-                                   delta, claimed_epsilon, alpha, power_trials, seed, out, quiet, json_output, trials, threads)
+                _gradient_canaries(flags)
                 return
-            _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out,
-                        quiet, json_output, trials, threads)
+            _checkpoint(flags)
             return
         from privaudit.audit.runner import AuditSettings, check_executor, run_claim, run_suite
 
@@ -165,9 +164,11 @@ def register(app: typer.Typer) -> None:
             _print_audits(audits, pending)
 
 
-def _scores(path: Path, mechanism: str, design: str, delta: float, alpha: float, claimed_epsilon: float | None,
-            power_trials: int, seed: int, out: Path | None, json_output: bool) -> None:
+def _scores(flags: dict) -> None:
     """``--scores FILE``: every route on the user's scores, valid ones at α/k each, the others with the reason."""
+    path, mechanism, design, delta, alpha = flags["scores"], flags["mechanism"], flags["design"], flags["delta"], flags["alpha"]
+    claimed_epsilon, power_trials, seed, out = flags["claimed_epsilon"], flags["power_trials"], flags["seed"], flags["out"]
+    json_output = flags["json_output"]
     from privaudit.audit.score_files import read_scores
     from privaudit.stats.assumptions import design_of, mechanism_family
 
@@ -218,8 +219,20 @@ def _check_writable(target: Path) -> None:
         raise InvalidParameterError(f"--out {folder} is not writable ({exc.strerror or exc})") from None
 
 
-def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsilon, alpha, power_trials, seed, out, quiet,
-                json_output, trials, threads) -> None:
+def _write_checkpoint_audit(out, name: str, audit, config: dict, seed: int):
+    """Write a checkpoint audit's ``claim-audit`` result to ``<out>/<name>`` (``None`` without ``--out``)."""
+    if out is None:
+        return None
+    from privaudit.report.results import make_result, write_result
+
+    title = f"{audit.claim_id}: {audit.verdict.verdict.value}"
+    return write_result(Path(out) / name, make_result("claim-audit", title, audit.data(), config, seed=seed))
+
+
+def _checkpoint(flags: dict) -> None:
+    """``--checkpoint DIR --one-run --canaries m``: input canaries, one re-training, black-box scores."""
+    checkpoint, canaries, canary_kind, seed = flags["checkpoint"], flags["canaries"], flags["canary_kind"], flags["seed"]
+    one_run, trials, json_output, out = flags["one_run"], flags["trials"], flags["json_output"], flags["out"]
     if not one_run:
         raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (input canaries, black-box) or "
                                     "--gradient-canaries K (white-box, every round); multi-run audits use --claim")
@@ -229,12 +242,15 @@ def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsil
         raise InvalidParameterError("--trials does not apply to a one-run audit (it trains once)")
     import torch
 
-    from privaudit.audit.workflows.checkpoint_one_run import run_one_run_audit
+    from privaudit.audit.workflows.checkpoint_one_run import RESULT_FILE, OneRunOptions, run_one_run_audit
 
-    torch.set_num_threads(threads)
-    result = run_one_run_audit(checkpoint, canaries, out=out, delta=delta, significance=alpha, claimed_epsilon=claimed_epsilon,
-                               canary_kind=canary_kind or "mislabelled", seed=seed, power_trials=power_trials,
-                               progress=not quiet)
+    options = OneRunOptions(canaries, delta=flags["delta"], significance=flags["alpha"],
+                            claimed_epsilon=flags["claimed_epsilon"], canary_kind=canary_kind or "mislabelled", seed=seed,
+                            power_trials=flags["power_trials"])
+    _check_writable(Path(out) / RESULT_FILE)  # before the training, not after it
+    torch.set_num_threads(flags["threads"])
+    result = run_one_run_audit(checkpoint, options, progress=not flags["quiet"])
+    written = _write_checkpoint_audit(out, RESULT_FILE, result, {"checkpoint": str(checkpoint), **options.to_dict()}, seed)
     if json_output:
         print_json(result.data())
         return
@@ -251,12 +267,15 @@ def _checkpoint(checkpoint, one_run, canaries, canary_kind, delta, claimed_epsil
     console.print(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}); {result.inserted} of {result.canaries} "
                   f"canaries inserted", highlight=False, markup=False)
     console.print(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}", highlight=False, markup=False)
-    if result.path is not None:
-        console.print(f"written: {result.path}", highlight=False, markup=False)
+    if written is not None:
+        console.print(f"written: {written}", highlight=False, markup=False)
 
 
-def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_view, canary_magnitude, canary_client, delta,
-                       claimed_epsilon, alpha, power_trials, seed, out, quiet, json_output, trials, threads) -> None:
+def _gradient_canaries(flags: dict) -> None:
+    """``--checkpoint DIR --gradient-canaries K``: white-box gradient canaries, every round's release observed."""
+    checkpoint, gradient_canaries, seed, out = flags["checkpoint"], flags["gradient_canaries"], flags["seed"], flags["out"]
+    canary_view, canary_magnitude, canary_client = flags["canary_view"], flags["canary_magnitude"], flags["canary_client"]
+    one_run, canaries, trials, json_output = flags["one_run"], flags["canaries"], flags["trials"], flags["json_output"]
     from privaudit.audit.workflows.gradient_canaries import VIEWS
 
     if gradient_canaries is None:
@@ -280,13 +299,21 @@ def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_
         raise InvalidParameterError(f"--canary-client must be a client id ≥ 0, got {canary_client}")
     import torch
 
-    from privaudit.audit.workflows.gradient_canaries import THREAT_MODEL, run_gradient_canary_audit
+    from privaudit.audit.workflows.gradient_canaries import (
+        RESULT_FILE,
+        THREAT_MODEL,
+        GradientCanaryOptions,
+        run_gradient_canary_audit,
+    )
 
-    torch.set_num_threads(threads)
-    result = run_gradient_canary_audit(checkpoint, gradient_canaries, out=out, delta=delta, significance=alpha,
-                                       claimed_epsilon=claimed_epsilon, view=view, magnitude=canary_magnitude,
-                                       client=0 if canary_client is None else canary_client, seed=seed,
-                                       power_trials=power_trials, progress=not quiet)
+    options = GradientCanaryOptions(gradient_canaries, delta=flags["delta"], significance=flags["alpha"],
+                                    claimed_epsilon=flags["claimed_epsilon"], view=view, magnitude=canary_magnitude,
+                                    client=0 if canary_client is None else canary_client, seed=seed,
+                                    power_trials=flags["power_trials"])
+    _check_writable(Path(out) / RESULT_FILE)  # before the training, not after it
+    torch.set_num_threads(flags["threads"])
+    result = run_gradient_canary_audit(checkpoint, options, progress=not flags["quiet"])
+    written = _write_checkpoint_audit(out, RESULT_FILE, result, {"checkpoint": str(checkpoint), **options.to_dict()}, seed)
     if json_output:
         print_json(result.data())
         return
@@ -322,5 +349,5 @@ def _gradient_canaries(checkpoint, one_run, canaries, gradient_canaries, canary_
     say(f"threat model: {THREAT_MODEL}")
     say(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}")
     say(f"seconds: {result.seconds:.1f}")
-    if result.path is not None:
-        say(f"written: {result.path}")
+    if written is not None:
+        say(f"written: {written}")

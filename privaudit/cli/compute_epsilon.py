@@ -359,35 +359,46 @@ def register(app: typer.Typer) -> None:
         previous = set_default_limits(seconds=time_limit)
         try:
             with accountant_options(value_discretization_interval=vdi, eps_error=eps_error):
-                _compute_epsilon(given, mechanism, schedule, checkpoint, accountant, delta, epsilon, calibrate, neighbouring,
-                                 json_output, out, curve, curve_points)
+                _compute_epsilon(given)
         finally:
             set_default_limits(previous.seconds, previous.memory_bytes)
 
 
-def _compute_epsilon(given: dict[str, Any], mechanism, schedule, checkpoint, accountant, delta, epsilon, calibrate,
-                     neighbouring, json_output, out, curve, curve_points) -> None:
+def _check_sources(given: dict[str, Any]) -> str:
+    """Exactly one input (--mechanism, --schedule or --checkpoint), checkpoint-only flags only with --checkpoint,
+    and the shared flags in range; returns the accountant name."""
     from privaudit.accounting.accountants import accountant_names
-    from privaudit.accounting.mechanisms import Neighbouring
 
-    if checkpoint is None:
-        needs = [flag for flag, used in (("--out", out is not None), ("--curve", curve), ("--curve-points", curve_points is not None)) if used]
+    if given["checkpoint"] is None:
+        needs = [flag for flag, used in (("--out", given["out"] is not None), ("--curve", given["curve"]),
+                                         ("--curve-points", given["curve_points"] is not None)) if used]
         if needs:
             raise fail(f"{', '.join(needs)} writes a ledger or ε-curve result from a trained federation and needs --checkpoint DIR")
-    sources = [n for n, v in (("--mechanism", mechanism), ("--schedule", schedule), ("--checkpoint", checkpoint)) if v is not None]
+    sources = [n for n, k in (("--mechanism", "mechanism"), ("--schedule", "schedule"), ("--checkpoint", "checkpoint"))
+               if given[k] is not None]
     if len(sources) != 1:
         raise fail("give exactly one of --mechanism, --schedule or --checkpoint" + (f" (got {', '.join(sources)})" if sources else ""))
-    acct = accountant.strip().lower()
+    acct = given["accountant"].strip().lower()
     if acct not in [*accountant_names(), "all", "default"]:
-        raise fail(f"unknown accountant {accountant!r}; choose one of: {', '.join([*accountant_names(), 'all'])}")
+        raise fail(f"unknown accountant {given['accountant']!r}; choose one of: {', '.join([*accountant_names(), 'all'])}")
+    delta, epsilon = given["delta"], given["epsilon"]
     if delta is not None and not 0 < delta < 1:
         raise fail(f"--delta must lie in (0, 1), got {delta}")
     if epsilon is not None and (epsilon < 0 or math.isnan(epsilon)):
         raise fail(f"--epsilon must be non-negative, got {epsilon}")
+    return acct
+
+
+def _compute_epsilon(given: dict[str, Any]) -> None:
+    """``compute-epsilon`` after its limits are set: ``given`` holds every flag by its parameter name."""
+    from privaudit.accounting.mechanisms import Neighbouring
+
+    acct = _check_sources(given)
+    checkpoint, schedule, delta = given["checkpoint"], given["schedule"], given["delta"]
+    json_output, neighbouring = given["json_output"], given["neighbouring"]
+    checkpoint_only = {key: given.pop(key) for key in ("out", "curve", "curve_points")}  # checked by _check_sources
     rel = Neighbouring.parse(neighbouring)
     given["neighbouring"] = rel
-    for key in ("out", "curve", "curve_points"):  # checkpoint-only flags, checked above
-        given.pop(key)
     mechanism_flags = {k: v for k, v in given.items() if k not in ("schedule", "checkpoint", "accountant", "json_output", "neighbouring", "delta")}
 
     if checkpoint is not None or schedule is not None:
@@ -397,8 +408,9 @@ def _compute_epsilon(given: dict[str, Any], mechanism, schedule, checkpoint, acc
     if checkpoint is not None:
         from privaudit.report.producers import DEFAULT_CURVE_POINTS
 
-        points = DEFAULT_CURVE_POINTS if curve_points is None else curve_points
-        _run_checkpoint(checkpoint, delta, acct, json_output, out, curve, points)
+        points = checkpoint_only["curve_points"]
+        _run_checkpoint(checkpoint, delta, acct, json_output, checkpoint_only["out"], checkpoint_only["curve"],
+                        DEFAULT_CURVE_POINTS if points is None else points)
         return
 
     from privaudit.accounting.query import epsilon_report
@@ -415,6 +427,7 @@ def _compute_epsilon(given: dict[str, Any], mechanism, schedule, checkpoint, acc
         _emit(report.to_dict(), json_output, f"ε at δ = {delta:g} for {schedule}")
         return
 
+    mechanism, calibrate = given["mechanism"], given["calibrate"]
     mech = mechanism.strip().lower()
     if mech not in MECHANISMS:
         raise fail(f"unknown mechanism {mechanism!r}; choose one of: {', '.join(MECHANISMS)}")

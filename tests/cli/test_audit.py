@@ -128,3 +128,16 @@ def test_pending_claim_is_refused_with_its_reason(capsys, monkeypatch):
                                   requires=(Requirement("privaudit.fl.no_such_module", "training code of a future issue"),))
     monkeypatch.setitem(claims.claims_by_id(), pending.claim_id, pending)
     one_line_error(capsys, "--claim", pending.claim_id, match="is pending: needs training code of a future issue")
+
+
+@pytest.mark.parametrize("mode", [("--one-run", "--canaries", "10"), ("--gradient-canaries", "4")])
+def test_unwritable_out_is_refused_before_training(capsys, tmp_path, checkpoint, mode, monkeypatch):
+    import privaudit.fl.canaries.compose as compose
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the --out check must come before the re-training")
+
+    monkeypatch.setattr(compose, "run_spec_on_dataset", no_training)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    one_line_error(capsys, "--checkpoint", str(checkpoint), *mode, "--out", str(blocker), match="is a file, not a folder")

@@ -19,196 +19,114 @@ attack is far from tight for DP training (§4) — an honest "inconclusive" is t
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from privaudit.audit.verdict import AccountingEvidence, VerdictResult, decide
-from privaudit.errors import CheckpointError, InvalidParameterError
-from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
-from privaudit.stats.estimates import LowerBound
+from privaudit.audit.verdict import decide
+from privaudit.audit.workflows.checkpoint_claim import (
+    CheckpointAuditOutcome,
+    CheckpointClaim,
+    checkpoint_claim,
+    run_mechanism_family,
+    training_recipe,
+)
+from privaudit.errors import InvalidParameterError
+from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.estimators import estimate
 from privaudit.stats.metrics import attack_metrics
 
+RESULT_FILE = "one-run.json"
 
-@dataclass
-class OneRunAudit:
-    checkpoint: Path
+
+@dataclass(frozen=True)
+class OneRunOptions:
+    """How a one-run checkpoint audit is run, validated when built (before any training)."""
+
     canaries: int
-    inserted: int
-    claimed_epsilon: float
-    delta: float
-    bounds: list[LowerBound]
-    evidence: list[AccountingEvidence]
-    verdict: VerdictResult
-    metrics: dict[str, Any]
-    details: dict[str, Any]
-    seconds: float
-    path: Path | None = None
+    delta: float = 1e-5
+    significance: float = 0.05
+    claimed_epsilon: float | None = None
+    accountant: str = "auto"
+    canary_kind: str = "mislabelled"
+    signal: str = "loss"
+    seed: int = 0
+    power_trials: int = 200
+
+    def __post_init__(self) -> None:
+        if isinstance(self.canaries, bool) or not isinstance(self.canaries, int) or self.canaries < 2:
+            raise InvalidParameterError(f"a one-run audit needs at least 2 canaries, got {self.canaries!r}")
+        if not 0.0 < float(self.delta) < 1.0:
+            raise InvalidParameterError(f"delta must lie in (0, 1), got {self.delta}")
+        if not 0.0 < float(self.significance) < 1.0:
+            raise InvalidParameterError(f"significance must lie in (0, 1), got {self.significance}")
+        if isinstance(self.power_trials, bool) or not isinstance(self.power_trials, int) or self.power_trials < 1:
+            raise InvalidParameterError(f"power trials must be a positive integer, got {self.power_trials!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OneRunAudit(CheckpointAuditOutcome):
+    canaries: int = 0
+    inserted: int = 0
 
     @property
-    def claim_id(self) -> str:
-        return f"checkpoint:{self.checkpoint.name}"
+    def claimed_epsilon(self) -> float:
+        return self.claim.epsilon
 
-    def data(self) -> dict[str, Any]:
-        attack = {"name": "input canaries, one run (Steinke, Nasr & Jagielski 2023)",
-                  "threat_model": "black-box: the final global model", "canaries": self.canaries,
-                  "inserted": self.inserted, "metrics": self.metrics}
-        return checkpoint_claim_data(self.claim_id, f"one-run audit of {self.checkpoint}", self.claimed_epsilon, self.delta,
-                                     self.evidence, self.bounds, self.verdict, [], attack, self.details, self.seconds)
+    @property
+    def delta(self) -> float:
+        return self.claim.delta
 
 
-def checkpoint_claim_data(claim_id: str, where: str, claimed_epsilon: float, delta: float,
-                          evidence: list[AccountingEvidence], bounds: list[LowerBound], verdict: VerdictResult,
-                          notes: list[str], attack: dict[str, Any], details: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """The ``claim-audit`` result data of a checkpoint audit (one run): the claim is the ledger's (or the given) ε."""
-    return {
-        "claim_id": claim_id,
-        "paper": None,
-        "where": where,
-        "statement": "the trained federation satisfies the (ε, δ) its ledger records",
-        "claimed": {"epsilon": claimed_epsilon, "delta": delta},
-        "accountant": [e.to_dict() for e in evidence],
-        "lower_bounds": [b.to_dict() for b in bounds],
-        "verdict": verdict.verdict.value,
-        "reason": verdict.reason,
-        "refuted_by": list(verdict.refuted_by),
-        "family_confidence": verdict.family_confidence,
-        "notes": [*verdict.notes, *notes],
-        "attack": attack,
-        "details": details,
-        "trials": 1,
-        "seconds": seconds,
-    }
-
-
-def _recipe(checkpoint: Path):
-    from attacks.membership import train_spec_from_dict
-    from privaudit.fl.engine.checkpoint import read_manifest
-
-    manifest = read_manifest(checkpoint)
-    recipe = manifest.get("train_spec")
-    if not isinstance(recipe, dict):
-        raise CheckpointError(f"{checkpoint} records no training recipe (train_spec): a one-run audit re-trains the "
-                              "checkpoint with canaries, so it needs a run made by 'privaudit train'")
-    return train_spec_from_dict(recipe)
-
-
-def _claimed(checkpoint: Path, delta: float, accountant: str) -> tuple[float, Any]:
-    from privaudit.fl.engine.checkpoint import read_ledger
-
-    ledger = read_ledger(checkpoint)
-    if not any(e.has_guarantee for e in ledger.events):  # no events, or only non-private releases (ε = ∞)
-        raise InvalidParameterError(f"{checkpoint} records no privacy mechanism, so there is no claim to audit; "
-                                    "give --claimed-epsilon")
-    summary = ledger.summary(delta, accountant)
-    if not math.isfinite(summary.max_epsilon):
-        raise InvalidParameterError(f"{checkpoint}'s ledger gives ε = ∞ at δ = {delta:g}; give --claimed-epsilon")
-    return summary.max_epsilon, summary
-
-
-def run_mechanism_family(checkpoint: Path) -> tuple[MechanismFamily, str]:
-    """The mechanism family of a trained run, from its ledger (:func:`privaudit.stats.assumptions.family_of_mechanisms`).
-
-    A run with an invalid event (e.g. a clip bound that depends on the data) is ``any``: its noise scale is not fixed.
-    """
-    from privaudit.fl.engine.checkpoint import read_ledger
-
-    events = read_ledger(checkpoint).events
-    if any(not e.valid for e in events):
-        return MechanismFamily.ANY, "some releases' accounting assumptions fail, so their trade-off curve is unknown"
-    return family_of_mechanisms([e.mechanism for e in events])
-
-
-def _assumptions_hold(events) -> bool:
-    """A ledger certifies only if every event is valid and none rests on an assumption recorded as unverified
-    (e.g. Thm 6.2's sensitivity τ/|D| for SGD-trained models, spec U2, which the engine records with that word)."""
-    return all(e.valid for e in events) and not any("unverified" in a for e in events for a in e.assumptions)
-
-
-def run_one_run_audit(
-    checkpoint: str | Path,
-    canaries: int,
-    *,
-    out: str | Path | None = None,
-    delta: float = 1e-5,
-    significance: float = 0.05,
-    claimed_epsilon: float | None = None,
-    accountant: str = "auto",
-    canary_kind: str = "mislabelled",
-    signal: str = "loss",
-    seed: int = 0,
-    power_trials: int = 200,
-    progress: bool = True,
-) -> OneRunAudit:
-    """Re-train the checkpoint's recipe once with ``canaries`` input canaries and bound ε in one run."""
-    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
-        raise InvalidParameterError(f"a one-run audit needs at least 2 canaries, got {canaries!r}")
-    if not 0.0 < float(delta) < 1.0:
-        raise InvalidParameterError(f"delta must lie in (0, 1), got {delta}")
-    if not 0.0 < float(significance) < 1.0:
-        raise InvalidParameterError(f"significance must lie in (0, 1), got {significance}")
-    started = time.perf_counter()
-    checkpoint = Path(checkpoint)
-    spec = _recipe(checkpoint)
-    if claimed_epsilon is None:
-        claimed, recorded = _claimed(checkpoint, float(delta), accountant)
-    else:
-        claimed, recorded = float(claimed_epsilon), None
-        if not (math.isfinite(claimed) and claimed >= 0):
-            raise InvalidParameterError(f"the claimed ε must be a finite number ≥ 0, got {claimed_epsilon}")
-
+def _one_run_scores(spec, options: OneRunOptions, progress: bool):
+    """Train the recipe once with the canaries inserted at random; their membership scores and the canaries."""
     from attacks.membership import TargetModel, score_input_canaries
     from attacks.membership.target import load_training_data
     from privaudit.fl.canaries.compose import run_spec_on_dataset
     from privaudit.fl.canaries.inputs import insert_input_canaries, make_input_canaries
 
     dataset = load_training_data(spec)
-    drawn = make_input_canaries(dataset, canaries, kind=canary_kind, seed=seed)
+    drawn = make_input_canaries(dataset, options.canaries, kind=options.canary_kind, seed=options.seed)
     augmented = insert_input_canaries(dataset, drawn)
     result = run_spec_on_dataset(spec, augmented, progress=progress)
     target = TargetModel.from_result(result, augmented, spec)
-    scores = score_input_canaries(target, drawn, signal=signal)
-    in_s, out_s = scores.as_pair()
+    in_s, out_s = score_input_canaries(target, drawn, signal=options.signal).as_pair()
     if len(in_s) == 0 or len(out_s) == 0:
-        raise InvalidParameterError(f"with {canaries} canaries no canary landed on one side; use more canaries")
+        raise InvalidParameterError(f"with {options.canaries} canaries no canary landed on one side; use more canaries")
+    return in_s, out_s, drawn
+
+
+def run_one_run_audit(checkpoint: str | Path, options: OneRunOptions, *, progress: bool = True) -> OneRunAudit:
+    """Re-train the checkpoint's recipe once with input canaries and bound ε in one run (see the module docstring)."""
+    started = time.perf_counter()
+    checkpoint = Path(checkpoint)
+    spec = training_recipe(checkpoint, "one-run audit")
+    claim: CheckpointClaim = checkpoint_claim(checkpoint, options.delta, options.accountant, options.claimed_epsilon)
+    in_s, out_s, drawn = _one_run_scores(spec, options, progress)
     family, family_reason = run_mechanism_family(checkpoint)
     routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
-    share = float(significance) / 2
-    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=float(delta),
-                       claimed_epsilon=claimed, power_trials=int(power_trials), power_seed=seed) for name in routes]
-    evidence = []
-    if recorded is not None:
-        from privaudit.fl.engine.checkpoint import read_ledger
-
-        events = read_ledger(checkpoint).events
-        assumptions = tuple(dict.fromkeys(a for e in events for a in e.assumptions))
-        evidence.append(AccountingEvidence(
-            label="the checkpoint's ledger: largest per-client ε", accountant=recorded.accountant, upper=recorded.max_epsilon,
-            implementation=True, assumptions_hold=_assumptions_hold(events), assumptions=assumptions[:12]))
-    # When the claim *is* the ledger's ε, the ledger cannot also certify it (that would make "consistent" true by
-    # construction): only the attack decides, and the ledger stays in the result as context.
-    verdict = decide(claimed, float(delta), bounds, [] if recorded is not None else evidence)
-    metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=seed).to_dict()
+    share = float(options.significance) / 2
+    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
+                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed)
+              for name in routes]
+    # the ledger never certifies its own claim (checkpoint_claim's module docstring): the attack decides
+    verdict = decide(claim.epsilon, claim.delta, bounds, [])
+    metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()
     metrics.pop("roc", None)
-    details = {"canary_kind": drawn.kind, "signal": signal, "train_spec": spec.to_dict(),
+    details = {"canary_kind": drawn.kind, "signal": options.signal, "train_spec": spec.to_dict(),
                "mechanism_family": family.value, "mechanism_family_reason": family_reason,
                "routes": list(routes), "design": "bernoulli: each canary inserted independently with probability ½",
-               "recorded_ledger": None if recorded is None else {"accountant": recorded.accountant,
-                                                                  "max_epsilon": recorded.max_epsilon,
-                                                                  "all_valid": recorded.all_valid},
+               "recorded_ledger": claim.recorded_dict(),
                "note": "one-run bounds lose power as m·δ grows (the 2mδ term); see each bound's ceiling",
-               "claim_source": ("the checkpoint's ledger (so the verdict rests on the attack alone)" if recorded is not None
-                                else "--claimed-epsilon")}
-    audit = OneRunAudit(checkpoint, canaries, int(drawn.inserted.sum()), claimed, float(delta), bounds, evidence, verdict,
-                        metrics, details, time.perf_counter() - started)
-    if out is not None:
-        from privaudit.report.results import make_result, write_result
-
-        config = {"checkpoint": str(checkpoint), "canaries": canaries, "delta": float(delta), "significance": float(significance),
-                  "canary_kind": canary_kind, "signal": signal, "seed": seed, "accountant": accountant}
-        audit.path = write_result(Path(out) / "one-run.json",
-                                  make_result("claim-audit", f"{audit.claim_id}: {verdict.verdict.value}", audit.data(), config, seed=seed))
-    return audit
+               "claim_source": claim.source}
+    inserted = int(drawn.inserted.sum())
+    attack = {"name": "input canaries, one run (Steinke, Nasr & Jagielski 2023)",
+              "threat_model": "black-box: the final global model", "canaries": options.canaries,
+              "inserted": inserted, "metrics": metrics}
+    return OneRunAudit(claim_id=f"checkpoint:{checkpoint.name}", where=f"one-run audit of {checkpoint}", claim=claim,
+                       bounds=bounds, verdict=verdict, attack=attack, details=details, notes=[],
+                       seconds=time.perf_counter() - started, canaries=options.canaries, inserted=inserted)

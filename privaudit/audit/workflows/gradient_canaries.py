@@ -37,20 +37,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privaudit.audit.verdict import AccountingEvidence, VerdictResult, decide
-from privaudit.audit.workflows.checkpoint_one_run import (
-    _assumptions_hold,
-    _claimed,
-    _recipe,
-    checkpoint_claim_data,
+from privaudit.audit.verdict import decide
+from privaudit.audit.workflows.checkpoint_claim import (
+    CheckpointAuditOutcome,
+    CheckpointClaim,
+    checkpoint_claim,
+    training_recipe,
 )
-from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.errors import InvalidParameterError
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.gdp import mu_to_epsilon
 from privaudit.stats.gdp_composition import (
@@ -190,58 +190,64 @@ def composition_validity(privacy: dict[str, Any] | None, view: str, clients_per_
 
 
 # ------------------------------------------------------------------------------------------------
-# the audit
+# the audit: options → target (what the checkpoint gives) → observations (one re-training) → bounds → result
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class GradientCanaryAudit:
-    checkpoint: Path
+@dataclass(frozen=True)
+class GradientCanaryOptions:
+    """How a gradient-canary audit is run, validated when built (before any training).
+
+    ``view``: ``client`` observes the canary client's release each round, ``aggregate`` only the global model.
+    ``magnitude`` defaults to the ledger's L2 sensitivity for ``client``.
+    """
+
     canaries: int
-    view: str
-    magnitude: float
-    claimed_epsilon: float
-    delta: float
-    bounds: list[LowerBound]
-    evidence: list[AccountingEvidence]
-    verdict: VerdictResult
-    composition: CompositionValidity
-    metrics: dict[str, Any]
-    details: dict[str, Any]
-    notes: list[str]
-    seconds: float
-    path: Path | None = None
+    delta: float = 1e-5
+    significance: float = 0.05
+    claimed_epsilon: float | None = None
+    accountant: str = "auto"
+    view: str = "client"
+    magnitude: float | None = None
+    client: int = 0
+    seed: int = 0
+    power_trials: int = 200
+
+    def __post_init__(self) -> None:
+        if isinstance(self.canaries, bool) or not isinstance(self.canaries, int) or self.canaries < 2:
+            raise InvalidParameterError(f"a gradient-canary audit needs at least 2 canaries, got {self.canaries!r}")
+        if not 0.0 < float(self.delta) < 1.0:
+            raise InvalidParameterError(f"delta must lie in (0, 1), got {self.delta}")
+        if not 0.0 < float(self.significance) < 1.0:
+            raise InvalidParameterError(f"significance must lie in (0, 1), got {self.significance}")
+        if self.view not in VIEWS:
+            raise InvalidParameterError(f"unknown canary view {self.view!r}; use client or aggregate")
+        if self.magnitude is not None and not (math.isfinite(float(self.magnitude)) and float(self.magnitude) > 0):
+            raise InvalidParameterError(f"the canary magnitude must be a finite positive number, got {self.magnitude}")
+        if isinstance(self.client, bool) or not isinstance(self.client, int) or self.client < 0:
+            raise InvalidParameterError(f"the canary client must be a client id ≥ 0, got {self.client!r}")
+        if isinstance(self.power_trials, bool) or not isinstance(self.power_trials, int) or self.power_trials < 1:
+            raise InvalidParameterError(f"power trials must be a positive integer, got {self.power_trials!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GradientCanaryAudit(CheckpointAuditOutcome):
+    canaries: int = 0
+    view: str = "client"
+    magnitude: float = 0.0
+    composition: CompositionValidity | None = None
 
     @property
-    def claim_id(self) -> str:
-        return f"checkpoint:{self.checkpoint.name}:gradient-canaries"
+    def claimed_epsilon(self) -> float:
+        return self.claim.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.claim.delta
 
     def bound(self, estimator: str) -> LowerBound:
         return next(b for b in self.bounds if b.estimator == estimator)
-
-    def data(self) -> dict[str, Any]:
-        view = "client release" if self.view == "client" else "aggregate"
-        attack = {"name": "gradient canaries, per-round membership (Nasr et al. 2023)",
-                  "threat_model": f"white-box: every round's {view}; " + THREAT_MODEL,
-                  "canaries": self.canaries, "magnitude": self.magnitude, "view": self.view, "metrics": self.metrics}
-        return checkpoint_claim_data(self.claim_id, f"white-box gradient-canary audit of {self.checkpoint}", self.claimed_epsilon,
-                                     self.delta, self.evidence, self.bounds, self.verdict, self.notes, attack,
-                                     {**self.details, "composition": self.composition.to_dict()}, self.seconds)
-
-
-def _check_inputs(canaries, delta, significance, view, magnitude, client, power_trials) -> None:
-    if isinstance(canaries, bool) or not isinstance(canaries, int) or canaries < 2:
-        raise InvalidParameterError(f"a gradient-canary audit needs at least 2 canaries, got {canaries!r}")
-    if not 0.0 < float(delta) < 1.0:
-        raise InvalidParameterError(f"delta must lie in (0, 1), got {delta}")
-    if not 0.0 < float(significance) < 1.0:
-        raise InvalidParameterError(f"significance must lie in (0, 1), got {significance}")
-    if view not in VIEWS:
-        raise InvalidParameterError(f"unknown canary view {view!r}; use client or aggregate")
-    if magnitude is not None and not (math.isfinite(float(magnitude)) and float(magnitude) > 0):
-        raise InvalidParameterError(f"the canary magnitude must be a finite positive number, got {magnitude}")
-    if isinstance(client, bool) or not isinstance(client, int) or client < 0:
-        raise InvalidParameterError(f"the canary client must be a client id ≥ 0, got {client!r}")
-    if isinstance(power_trials, bool) or not isinstance(power_trials, int) or power_trials < 1:
-        raise InvalidParameterError(f"power trials must be a positive integer, got {power_trials!r}")
 
 
 def _gaussian_events(events, client: int | None) -> list:
@@ -289,6 +295,132 @@ def _recorder(client: int, keep_client: bool):
     return CanaryClientRecorder()
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What the checkpoint gives the audit: its recipe, the claim, the canary client's Gaussian releases, C and d."""
+
+    checkpoint: Path
+    spec: Any
+    claim: CheckpointClaim
+    gaussians: list
+    magnitude: float
+    magnitude_source: str
+    dimension: int
+    training_rounds: int
+
+    @property
+    def ledger_rounds(self) -> list[tuple[float, float]]:
+        """(sensitivity, noise multiplier) of each of the canary client's Gaussian releases."""
+        return [(float(e.mechanism.sensitivity), float(e.mechanism.noise_multiplier)) for e in self.gaussians]
+
+
+def _target(checkpoint: Path, options: GradientCanaryOptions) -> _Target:
+    """Read and check everything the audit needs from the checkpoint, before any training."""
+    from privaudit.fl.engine import params as P
+    from privaudit.fl.engine.checkpoint import TrainedFederation
+
+    federation = TrainedFederation(checkpoint)
+    spec = training_recipe(checkpoint, "gradient-canary audit")
+    num_clients = (federation.manifest.get("dataset") or {}).get("num_clients")
+    if isinstance(num_clients, int) and options.client >= num_clients:
+        raise InvalidParameterError(f"canary client {options.client} is not one of the run's {num_clients} clients")
+    claim = checkpoint_claim(checkpoint, options.delta, options.accountant, options.claimed_epsilon)
+    gaussians = _gaussian_events(claim.events, options.client)
+    if options.magnitude is None:
+        magnitude = _default_magnitude(gaussians, claim.events, checkpoint, options.client)
+        source = f"the ledger's per-release L2 sensitivity Δ of client {options.client}"
+    else:
+        magnitude, source = float(options.magnitude), "--canary-magnitude"
+    dimension = P.num_scalars(federation.global_state(0))
+    if options.canaries > dimension:
+        raise InvalidParameterError(
+            f"{options.canaries} gradient canaries exceed the model's {dimension} scalars: the audit uses mutually "
+            f"orthogonal directions (so the noise projects to independent observations), and R^{dimension} holds at "
+            f"most {dimension}; use at most {dimension} canaries")
+    training_rounds = sum(1 for m in federation.manifest["metrics"] if m.get("trained"))
+    if training_rounds < 1:
+        raise InvalidParameterError(f"{checkpoint} trained no client in any round, so there is nothing to audit")
+    return _Target(checkpoint, spec, claim, gaussians, float(magnitude), source, dimension, training_rounds)
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """One re-training with the canaries: the per-round observations and what decides which bounds are valid."""
+
+    observations: Any
+    absent: list[int]
+    clipped: list[int]
+    validity: CompositionValidity
+
+    @property
+    def independent(self) -> str:
+        return ("independent trials" if not self.clipped
+                else f"NOT independent trials: clipping bound in iteration(s) {self.clipped}")
+
+    @property
+    def gaussian_rounds(self) -> bool:
+        """A single round's GDP bound speaks about ε only when a round is a Gaussian shift of the canary."""
+        return self.validity.checks["mechanism"]["holds"] and self.validity.checks["view"]["holds"]
+
+
+def _observe(target: _Target, options: GradientCanaryOptions, progress: bool) -> _Observed:
+    """Re-train the recipe once with the canaries (each in w.p. ½ every round) and record every round's release."""
+    from attacks.membership import gradient_canary_observations
+    from attacks.membership.releases import find_privacy
+    from attacks.membership.target import load_training_data
+    from privaudit.fl.canaries.compose import run_spec_on_dataset, with_canaries
+    from privaudit.fl.canaries.gradients import GradientCanaryInsertion, make_gradient_canaries
+
+    client = options.client
+    drawn = make_gradient_canaries(target.dimension, options.canaries, magnitude=target.magnitude, client=client,
+                                   rounds=range(1, target.training_rounds + 1), membership="per-round", seed=options.seed)
+    drawn = replace(drawn, directions=_orthonormal_directions(options.canaries, target.dimension, options.seed),
+                    kind="random-orthonormal")
+    dataset = load_training_data(target.spec)
+    if client >= dataset.num_clients:
+        raise InvalidParameterError(f"canary client {client} is not one of the run's {dataset.num_clients} clients")
+    recorder = _recorder(client, keep_client=options.view == "client")
+    algorithm = with_canaries(target.spec, [lambda inner: GradientCanaryInsertion(inner, drawn)])
+    result = run_spec_on_dataset(target.spec, dataset, algorithm=algorithm, observers=[recorder], progress=progress)
+    observations = gradient_canary_observations(recorder, drawn, view=options.view)
+    if not observations.pairs():
+        raise InvalidParameterError(f"with {options.canaries} canaries no round had canaries on both sides; use more canaries")
+    absent = [m.round for m in result.history if m.trained and client not in m.clients]
+    privacy = find_privacy(result.info.algorithm)
+    validity = composition_validity(privacy, options.view, target.spec.clients_per_round, absent)
+    # Treating a round's K canaries as K independent trials needs the release to be linear in the canaries (isotropic
+    # noise on orthonormal directions). Clipping rescales the whole model by a factor that depends on how many
+    # canaries are in, which couples the trials; then the GDP bounds are only reported and the one-run bound decides.
+    clipped = sorted(r for r, norm in recorder.norms.items()
+                     if privacy and privacy.get("clip") is not None and norm > float(privacy["clip"]))
+    return _Observed(observations, absent, clipped, validity)
+
+
+def _bounds(observed: _Observed, claim: CheckpointClaim, options: GradientCanaryOptions) -> list[LowerBound]:
+    """``gdp-composed``, ``gdp-best-round`` and, where rounds are coupled or not Gaussian, ``one-run-best-round``;
+    each at α/2 and each marked ``valid`` or not for this run (only valid ones decide)."""
+    pairs = observed.observations.pairs()
+    complete = observed.observations.complete_rounds()
+    common = {"significance": options.significance / 2, "delta": claim.delta, "claimed_epsilon": claim.epsilon,
+              "power_trials": options.power_trials, "power_seed": options.seed}
+    clipped, independent = bool(observed.clipped), observed.independent
+    composed = gdp_rounds_lower_bound(pairs, **common)
+    composed = replace(composed, details={**composed.details, "valid": observed.validity.valid and not clipped,
+                                          "validity": observed.validity.statement, "canaries_per_round": independent})
+    best = gdp_best_round_lower_bound(pairs, **common)
+    best = replace(best, details={**best.details, "valid": observed.gaussian_rounds and not clipped,
+                                  "canaries_per_round": independent, "gaussian_rounds": observed.gaussian_rounds,
+                                  "best_round": complete[best.details["best_round_index"]]})
+    bounds = [composed, best]
+    if clipped or not observed.gaussian_rounds:
+        # coupled or non-Gaussian rounds still give a valid bound through the one-run analysis, which needs neither
+        # independence between a round's canaries nor a Gaussian curve
+        coupled = one_run_best_round_lower_bound(pairs, **common)
+        bounds.append(replace(coupled, details={**coupled.details, "valid": True, "canaries_per_round": independent,
+                                                "best_round": complete[coupled.details["best_round_index"]]}))
+    return bounds
+
+
 def _per_round_table(observations, composed: LowerBound, best: LowerBound, expected_mu: float | None) -> list[dict]:
     from attacks.membership.scores import gaussian_separation
 
@@ -309,211 +441,114 @@ def _per_round_table(observations, composed: LowerBound, best: LowerBound, expec
     return rows
 
 
-def run_gradient_canary_audit(
-    checkpoint: str | Path,
-    canaries: int,
-    *,
-    out: str | Path | None = None,
-    delta: float = 1e-5,
-    significance: float = 0.05,
-    claimed_epsilon: float | None = None,
-    accountant: str = "auto",
-    view: str = "client",
-    magnitude: float | None = None,
-    client: int = 0,
-    seed: int = 0,
-    power_trials: int = 200,
-    progress: bool = True,
-) -> GradientCanaryAudit:
-    """Re-train the checkpoint's recipe once with ``canaries`` gradient canaries and bound ε per round and composed.
+def _mechanism_mu(target: _Target, observed: _Observed, options: GradientCanaryOptions) -> float | None:
+    """C/σ: the privatizer's own per-round μ for this canary (client view only)."""
+    noise_std = observed.observations.meta.get("noise_std")
+    return target.magnitude / noise_std if (noise_std and options.view == "client") else None
 
-    See the module docstring (Nasr et al. 2023; Dong, Roth & Su 2022 Cor. 3.3). ``view``: ``client`` observes the
-    canary client's release each round, ``aggregate`` only the global model. ``magnitude`` defaults to the ledger's
-    sensitivity for ``client``. Writes ``<out>/gradient-canaries.json`` (a ``claim-audit`` result) when ``out`` is given.
-    """
-    _check_inputs(canaries, delta, significance, view, magnitude, client, power_trials)
-    delta, significance = float(delta), float(significance)
-    started = time.perf_counter()
-    checkpoint = Path(checkpoint)
 
-    from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger
-
-    federation = TrainedFederation(checkpoint)
-    if not isinstance(federation.manifest.get("train_spec"), dict):
-        raise CheckpointError(f"{checkpoint} records no training recipe (train_spec): a gradient-canary audit re-trains "
-                              "the checkpoint with canaries, so it needs a run made by 'privaudit train'")
-    spec = _recipe(checkpoint)
-    num_clients = (federation.manifest.get("dataset") or {}).get("num_clients")
-    if isinstance(num_clients, int) and client >= num_clients:
-        raise InvalidParameterError(f"canary client {client} is not one of the run's {num_clients} clients")
-    if claimed_epsilon is None:
-        claimed, recorded = _claimed(checkpoint, delta, accountant)
-    else:
-        claimed, recorded = float(claimed_epsilon), None
-        if not (math.isfinite(claimed) and claimed >= 0):
-            raise InvalidParameterError(f"the claimed ε must be a finite number ≥ 0, got {claimed_epsilon}")
-    events = read_ledger(checkpoint).events
-    gaussians = _gaussian_events(events, client)
-    magnitude_source = "--canary-magnitude"
-    if magnitude is None:
-        magnitude = _default_magnitude(gaussians, events, checkpoint, client)
-        magnitude_source = f"the ledger's per-release L2 sensitivity Δ of client {client}"
-    magnitude = float(magnitude)
-
-    from privaudit.fl.engine import params as P
-
-    dimension = P.num_scalars(federation.global_state(0))
-    if canaries > dimension:
-        raise InvalidParameterError(
-            f"{canaries} gradient canaries exceed the model's {dimension} scalars: the audit uses mutually orthogonal "
-            f"directions (so the noise projects to independent observations), and R^{dimension} holds at most "
-            f"{dimension}; use at most {dimension} canaries")
-    training_rounds = sum(1 for m in federation.manifest["metrics"] if m.get("trained"))
-    if training_rounds < 1:
-        raise InvalidParameterError(f"{checkpoint} trained no client in any round, so there is nothing to audit")
-
-    from attacks.membership import gradient_canary_observations
-    from attacks.membership.target import load_training_data
-    from privaudit.fl.canaries.compose import run_spec_on_dataset, with_canaries
-    from privaudit.fl.canaries.gradients import GradientCanaryInsertion, make_gradient_canaries
-
-    drawn = make_gradient_canaries(dimension, canaries, magnitude=magnitude, client=client,
-                                   rounds=range(1, training_rounds + 1), membership="per-round", seed=seed)
-    drawn = replace(drawn, directions=_orthonormal_directions(canaries, dimension, seed), kind="random-orthonormal")
-    dataset = load_training_data(spec)
-    if client >= dataset.num_clients:
-        raise InvalidParameterError(f"canary client {client} is not one of the run's {dataset.num_clients} clients")
-    recorder = _recorder(client, keep_client=view == "client")
-    algorithm = with_canaries(spec, [lambda inner: GradientCanaryInsertion(inner, drawn)])
-    result = run_spec_on_dataset(spec, dataset, algorithm=algorithm, observers=[recorder], progress=progress)
-    observations = gradient_canary_observations(recorder, drawn, view=view)
-    pairs = observations.pairs()
-    if not pairs:
-        raise InvalidParameterError(f"with {canaries} canaries no round had canaries on both sides; use more canaries")
-
-    absent = [m.round for m in result.history if m.trained and client not in m.clients]
-    from attacks.membership.releases import find_privacy
-
-    privacy = find_privacy(result.info.algorithm)
-    validity = composition_validity(privacy, view, spec.clients_per_round, absent)
-
-    # Treating a round's K canaries as K independent trials needs the release to be linear in the canaries (isotropic
-    # noise on orthonormal directions). Clipping rescales the whole model by a factor that depends on how many
-    # canaries are in, which couples the trials; then the GDP bounds are only reported and the one-run bound decides.
-    clipped = sorted(r for r, norm in recorder.norms.items()
-                     if privacy and privacy.get("clip") is not None and norm > float(privacy["clip"]))
-    independent = "independent trials" if not clipped else f"NOT independent trials: clipping bound in iteration(s) {clipped}"
-    share = significance / 2
-    composed = gdp_rounds_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
-                                      power_trials=int(power_trials), power_seed=seed)
-    composed = replace(composed, details={**composed.details, "valid": validity.valid and not clipped,
-                                          "validity": validity.statement, "canaries_per_round": independent})
-    best = gdp_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
-                                      power_trials=int(power_trials), power_seed=seed)
-    # A single round's GDP bound converts through G_μ, so it speaks about ε only when a round is a Gaussian shift of the
-    # canary (seeded output perturbation, observed in the client's release or a full-participation aggregate).
-    gaussian_rounds = validity.checks["mechanism"]["holds"] and validity.checks["view"]["holds"]
-    best = replace(best, details={**best.details, "valid": gaussian_rounds and not clipped, "canaries_per_round": independent,
-                                  "gaussian_rounds": gaussian_rounds,
-                                  "best_round": observations.complete_rounds()[best.details["best_round_index"]]})
-    bounds = [composed, best]
-    if clipped or not gaussian_rounds:
-        # coupled or non-Gaussian rounds still give a valid bound through the one-run analysis, which needs neither
-        # independence between a round's canaries nor a Gaussian curve
-        coupled = one_run_best_round_lower_bound(pairs, significance=share, delta=delta, claimed_epsilon=claimed,
-                                                 power_trials=int(power_trials), power_seed=seed)
-        coupled = replace(coupled, details={**coupled.details, "valid": True, "canaries_per_round": independent,
-                                            "best_round": observations.complete_rounds()[coupled.details["best_round_index"]]})
-        bounds.append(coupled)
-    deciding = [b for b in (best, composed, *bounds[2:]) if b.details["valid"]]
-
-    evidence = []
-    if recorded is not None:
-        assumptions = tuple(dict.fromkeys(a for e in events for a in e.assumptions))
-        evidence.append(AccountingEvidence(
-            label="the checkpoint's ledger: largest per-client ε", accountant=recorded.accountant, upper=recorded.max_epsilon,
-            implementation=True, assumptions_hold=_assumptions_hold(events), assumptions=assumptions[:12]))
-    # A claim taken from the ledger cannot also be certified by it ("consistent" by construction): the attack decides.
-    verdict = decide(claimed, delta, deciding, [] if recorded is not None else evidence)
-
-    noise_std = observations.meta.get("noise_std")
-    mechanism_mu = magnitude / noise_std if (noise_std and view == "client") else None
+def _details(target: _Target, observed: _Observed, options: GradientCanaryOptions,
+             bounds: list[LowerBound], deciding: list[LowerBound]) -> dict[str, Any]:
+    claim, observations = target.claim, observed.observations
     complete = observations.complete_rounds()
-    ledger_rounds = [(float(e.mechanism.sensitivity), float(e.mechanism.noise_multiplier)) for e in gaussians]
+    mechanism_mu = _mechanism_mu(target, observed, options)
+    ledger_rounds = target.ledger_rounds
     ledger_mu = math.sqrt(math.fsum((s / n) ** 2 for s, n in ledger_rounds)) if ledger_rounds else None
     client_epsilon = None
-    if recorded is not None and str(client) in recorded.per_client:
-        client_epsilon = recorded.per_client[str(client)].epsilon
-    pooled = observations.pooled()
-    from privaudit.stats.metrics import attack_metrics
-
-    metrics = attack_metrics(pooled.in_scores, pooled.out_scores, n_resamples=200, seed=seed).to_dict()
-    metrics.pop("roc", None)
-
-    details: dict[str, Any] = {
-        "train_spec": spec.to_dict(),
-        "canary_client": client,
-        "dimension": dimension,
+    if claim.from_ledger and str(options.client) in claim.recorded.per_client:
+        client_epsilon = claim.recorded.per_client[str(options.client)].epsilon
+    return {
+        "train_spec": target.spec.to_dict(),
+        "canary_client": options.client,
+        "dimension": target.dimension,
         "directions": "random orthonormal frame (Haar), one per canary",
         "membership": "per-round: each canary in w.p. ½ independently in every training round",
-        "magnitude": {"value": magnitude, "source": magnitude_source,
+        "magnitude": {"value": target.magnitude, "source": target.magnitude_source,
                       "ledger_sensitivities": sorted({s for s, _ in ledger_rounds})},
-        "training_rounds": training_rounds,
+        "training_rounds": target.training_rounds,
         "observed_rounds": list(observations.rounds),
         "complete_rounds": list(complete),
-        "rounds_without_client": absent,
-        "rounds_clipped": clipped,
-        "per_round": _per_round_table(observations, composed, best, mechanism_mu),
-        "noise_std": noise_std,
+        "rounds_without_client": observed.absent,
+        "rounds_clipped": observed.clipped,
+        "per_round": _per_round_table(observations, bounds[0], bounds[1], mechanism_mu),
+        "noise_std": observations.meta.get("noise_std"),
         "mechanism_mu": None if mechanism_mu is None else {
             "per_round": mechanism_mu, "composed": mechanism_mu * math.sqrt(len(complete)),
-            "epsilon": mu_to_epsilon(mechanism_mu * math.sqrt(len(complete)), delta),
+            "epsilon": mu_to_epsilon(mechanism_mu * math.sqrt(len(complete)), claim.delta),
             "meaning": "C/σ per round (if clipping does not bind), composed over the audited rounds: what an audit "
                        "with unlimited canaries would find for this canary"},
         "ledger_mu": None if ledger_mu is None else {
-            "composed": ledger_mu, "epsilon": mu_to_epsilon(ledger_mu, delta), "releases": len(ledger_rounds),
-            "meaning": f"√(Σ (Δ/σ)²) over client {client}'s Gaussian ledger events: the exact GDP ε the ledger implies"},
+            "composed": ledger_mu, "epsilon": mu_to_epsilon(ledger_mu, claim.delta), "releases": len(ledger_rounds),
+            "meaning": f"√(Σ (Δ/σ)²) over client {options.client}'s Gaussian ledger events: the exact GDP ε the ledger implies"},
         "canary_client_epsilon": client_epsilon,
-        "recorded_ledger": None if recorded is None else {"accountant": recorded.accountant,
-                                                           "max_epsilon": recorded.max_epsilon,
-                                                           "all_valid": recorded.all_valid},
-        "claim_source": ("the checkpoint's ledger (so the verdict rests on the attack alone)" if recorded is not None
-                         else "--claimed-epsilon"),
+        "recorded_ledger": claim.recorded_dict(),
+        "claim_source": claim.source,
         "deciding_estimators": [b.estimator for b in deciding],
+        "composition": observed.validity.to_dict(),
     }
+
+
+def _notes(target: _Target, observed: _Observed, options: GradientCanaryOptions, client_epsilon: float | None) -> list[str]:
+    magnitude, client, claimed = target.magnitude, options.client, target.claim.epsilon
+    observations = observed.observations
     notes = [
-        f"Threat model: {THREAT_MODEL}. Here C = {magnitude:g} ({magnitude_source}), client {client}, {view} view.",
-        validity.statement + ".",
+        f"Threat model: {THREAT_MODEL}. Here C = {magnitude:g} ({target.magnitude_source}), client {client}, "
+        f"{options.view} view.",
+        observed.validity.statement + ".",
         f"gdp-best-round is {BEST_ROUND_VALIDITY}.",
         "Both bounds are μ-GDP lower bounds converted to ε at δ; they refute an (ε, δ) claim exactly when the claimed "
-        "mechanism's privacy profile is Gaussian (output perturbation's Gaussian releases without subsampling), "
-        "spec auditing.md §2.4.",
-        f"The {canaries} canaries use mutually orthonormal random directions in R^{dimension}, so each round's isotropic "
-        "noise projects to independent observations and the per-round tests treat the canaries as independent trials.",
+        "mechanism's privacy profile is Gaussian (output perturbation's Gaussian releases without subsampling; Dong, "
+        "Roth & Su 2022, Cor. 2.13).",
+        f"The {options.canaries} canaries use mutually orthonormal random directions in R^{target.dimension}, so each "
+        "round's isotropic noise projects to independent observations and the per-round tests treat the canaries as "
+        "independent trials.",
     ]
-    if magnitude_source == "--canary-magnitude" and gaussians:
-        notes.append(f"The ledger's own sensitivity for client {client} is {max(s for s, _ in ledger_rounds):g}; with "
-                     f"C = {magnitude:g} the audit tests a canary of a different norm than the ledger accounts for.")
+    if target.magnitude_source == "--canary-magnitude" and target.gaussians:
+        notes.append(f"The ledger's own sensitivity for client {client} is {max(s for s, _ in target.ledger_rounds):g}; "
+                     f"with C = {magnitude:g} the audit tests a canary of a different norm than the ledger accounts for.")
     if client_epsilon is not None and not math.isclose(client_epsilon, claimed, rel_tol=1e-9):
         notes.append(f"The claim is the federation's largest per-client ε ({claimed:.4g}); the canary client {client}'s "
                      f"own ledger ε is {client_epsilon:.4g}.")
-    if clipped:
-        notes.append(f"Clipping bound for the canary client in iteration(s) {clipped}: the model was rescaled by a factor "
-                     "that depends on how many canaries were in, so a round's canaries are no longer independent trials; "
-                     "the GDP bounds are reported but do not decide, and one-run-best-round (at α/2) decides instead: it is "
-                     f"{ONE_RUN_ROUND_VALIDITY}.")
-    if len(complete) < len(observations.rounds):
-        notes.append(f"{len(observations.rounds) - len(complete)} observed round(s) had canaries on one side only and "
-                     "were left out (which depends on the membership bits alone).")
-    audit = GradientCanaryAudit(checkpoint, canaries, view, magnitude, claimed, delta, bounds, evidence, verdict, validity,
-                                metrics, details, notes, time.perf_counter() - started)
-    if out is not None:
-        from privaudit.report.results import make_result, write_result
+    if observed.clipped:
+        notes.append(f"Clipping bound for the canary client in iteration(s) {observed.clipped}: the model was rescaled by a "
+                     "factor that depends on how many canaries were in, so a round's canaries are no longer independent "
+                     "trials; the GDP bounds are reported but do not decide, and one-run-best-round (at α/2) decides "
+                     f"instead: it is {ONE_RUN_ROUND_VALIDITY}.")
+    dropped = len(observations.rounds) - len(observations.complete_rounds())
+    if dropped:
+        notes.append(f"{dropped} observed round(s) had canaries on one side only and were left out (which depends on the "
+                     "membership bits alone).")
+    return notes
 
-        config = {"checkpoint": str(checkpoint), "gradient_canaries": canaries, "view": view, "magnitude": magnitude,
-                  "client": client, "delta": delta, "significance": significance, "seed": seed, "accountant": accountant,
-                  "claimed_epsilon": claimed_epsilon, "power_trials": power_trials}
-        audit.path = write_result(Path(out) / RESULT_FILE,
-                                  make_result("claim-audit", f"{audit.claim_id}: {verdict.verdict.value}", audit.data(),
-                                              config, seed=seed))
-    return audit
+
+def run_gradient_canary_audit(checkpoint: str | Path, options: GradientCanaryOptions, *,
+                              progress: bool = True) -> GradientCanaryAudit:
+    """Re-train the checkpoint's recipe once with gradient canaries and bound ε per round and composed.
+
+    See the module docstring (Nasr et al. 2023; Dong, Roth & Su 2022 Cor. 3.3). The result's :meth:`data` is a
+    ``claim-audit`` result (the CLI writes it to ``<out>/gradient-canaries.json``).
+    """
+    started = time.perf_counter()
+    checkpoint = Path(checkpoint)
+    target = _target(checkpoint, options)
+    observed = _observe(target, options, progress)
+    bounds = _bounds(observed, target.claim, options)
+    deciding = [b for b in (bounds[1], bounds[0], *bounds[2:]) if b.details["valid"]]
+    # the ledger never certifies its own claim (checkpoint_claim's module docstring): the attack decides
+    verdict = decide(target.claim.epsilon, target.claim.delta, deciding, [])
+    pooled = observed.observations.pooled()
+    from privaudit.stats.metrics import attack_metrics
+
+    metrics = attack_metrics(pooled.in_scores, pooled.out_scores, n_resamples=200, seed=options.seed).to_dict()
+    metrics.pop("roc", None)
+    details = _details(target, observed, options, bounds, deciding)
+    view = "client release" if options.view == "client" else "aggregate"
+    attack = {"name": "gradient canaries, per-round membership (Nasr et al. 2023)",
+              "threat_model": f"white-box: every round's {view}; " + THREAT_MODEL,
+              "canaries": options.canaries, "magnitude": target.magnitude, "view": options.view, "metrics": metrics}
+    return GradientCanaryAudit(
+        claim_id=f"checkpoint:{checkpoint.name}:gradient-canaries", where=f"white-box gradient-canary audit of {checkpoint}",
+        claim=target.claim, bounds=bounds, verdict=verdict, attack=attack, details=details,
+        notes=_notes(target, observed, options, details["canary_client_epsilon"]),
+        seconds=time.perf_counter() - started, canaries=options.canaries, view=options.view,
+        magnitude=target.magnitude, composition=observed.validity)
