@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult
+from privaudit.checks import finite_non_negative
 from privaudit.errors import CheckpointError, InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
 from privaudit.stats.estimates import LowerBound
@@ -95,9 +96,7 @@ def checkpoint_claim(checkpoint: Path, delta: float, accountant: str, claimed_ep
     ledger = read_ledger(checkpoint)
     events = tuple(ledger.events)
     if claimed_epsilon is not None:
-        claimed = float(claimed_epsilon)
-        if not (math.isfinite(claimed) and claimed >= 0):
-            raise InvalidParameterError(f"the claimed ε must be a finite number ≥ 0, got {claimed_epsilon}")
+        claimed = finite_non_negative("the claimed ε", claimed_epsilon)
         return CheckpointClaim(checkpoint, claimed, float(delta), events)
     if not any(e.has_guarantee for e in events):  # no events, or only non-private releases (ε = ∞)
         raise InvalidParameterError(f"{checkpoint} records no privacy mechanism, so there is no claim to audit; "

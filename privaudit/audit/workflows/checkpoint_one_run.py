@@ -32,6 +32,7 @@ from privaudit.audit.workflows.checkpoint_claim import (
     run_mechanism_family,
     training_recipe,
 )
+from privaudit.checks import finite_non_negative, integer_at_least, probability_open
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.estimators import estimate
@@ -55,14 +56,12 @@ class OneRunOptions:
     power_trials: int = 200
 
     def __post_init__(self) -> None:
-        if isinstance(self.canaries, bool) or not isinstance(self.canaries, int) or self.canaries < 2:
-            raise InvalidParameterError(f"a one-run audit needs at least 2 canaries, got {self.canaries!r}")
-        if not 0.0 < float(self.delta) < 1.0:
-            raise InvalidParameterError(f"delta must lie in (0, 1), got {self.delta}")
-        if not 0.0 < float(self.significance) < 1.0:
-            raise InvalidParameterError(f"significance must lie in (0, 1), got {self.significance}")
-        if isinstance(self.power_trials, bool) or not isinstance(self.power_trials, int) or self.power_trials < 1:
-            raise InvalidParameterError(f"power trials must be a positive integer, got {self.power_trials!r}")
+        integer_at_least("the number of one-run canaries", self.canaries, 2)
+        probability_open("delta", self.delta)
+        probability_open("significance", self.significance)
+        if self.claimed_epsilon is not None:
+            finite_non_negative("the claimed ε", self.claimed_epsilon)
+        integer_at_least("power trials", self.power_trials, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

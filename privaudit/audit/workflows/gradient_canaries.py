@@ -50,6 +50,7 @@ from privaudit.audit.workflows.checkpoint_claim import (
     checkpoint_claim,
     training_recipe,
 )
+from privaudit.checks import finite_non_negative, finite_positive, integer_at_least, probability_open
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.gdp import mu_to_epsilon
@@ -212,20 +213,17 @@ class GradientCanaryOptions:
     power_trials: int = 200
 
     def __post_init__(self) -> None:
-        if isinstance(self.canaries, bool) or not isinstance(self.canaries, int) or self.canaries < 2:
-            raise InvalidParameterError(f"a gradient-canary audit needs at least 2 canaries, got {self.canaries!r}")
-        if not 0.0 < float(self.delta) < 1.0:
-            raise InvalidParameterError(f"delta must lie in (0, 1), got {self.delta}")
-        if not 0.0 < float(self.significance) < 1.0:
-            raise InvalidParameterError(f"significance must lie in (0, 1), got {self.significance}")
+        integer_at_least("the number of gradient canaries", self.canaries, 2)
+        probability_open("delta", self.delta)
+        probability_open("significance", self.significance)
         if self.view not in VIEWS:
             raise InvalidParameterError(f"unknown canary view {self.view!r}; use client or aggregate")
-        if self.magnitude is not None and not (math.isfinite(float(self.magnitude)) and float(self.magnitude) > 0):
-            raise InvalidParameterError(f"the canary magnitude must be a finite positive number, got {self.magnitude}")
-        if isinstance(self.client, bool) or not isinstance(self.client, int) or self.client < 0:
-            raise InvalidParameterError(f"the canary client must be a client id ≥ 0, got {self.client!r}")
-        if isinstance(self.power_trials, bool) or not isinstance(self.power_trials, int) or self.power_trials < 1:
-            raise InvalidParameterError(f"power trials must be a positive integer, got {self.power_trials!r}")
+        if self.magnitude is not None:
+            finite_positive("the canary magnitude", self.magnitude)
+        if self.claimed_epsilon is not None:
+            finite_non_negative("the claimed ε", self.claimed_epsilon)
+        integer_at_least("the canary client", self.client, 0)
+        integer_at_least("power trials", self.power_trials, 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

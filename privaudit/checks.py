@@ -1,0 +1,55 @@
+"""Range checks at the API boundary: each returns the value converted, or raises one clear line.
+
+Every public entry point validates its inputs once, here, and raises
+:class:`~privaudit.errors.InvalidParameterError` with a sentence naming the parameter, the allowed range and the
+value it got; inner code trusts what it receives. No numpy, no torch: every layer may use these.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from privaudit.errors import InvalidParameterError
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}") from None
+
+
+def probability_open(name: str, value: Any) -> float:
+    """A number in the open interval (0, 1): a significance level α, a δ that must be positive."""
+    number = _number(name, value)
+    if not 0.0 < number < 1.0:
+        raise InvalidParameterError(f"{name} must lie in (0, 1), got {value}")
+    return number
+
+
+def finite_positive(name: str, value: Any) -> float:
+    """A finite number > 0: a noise scale, a clip norm, a canary magnitude."""
+    number = _number(name, value)
+    if not (math.isfinite(number) and number > 0.0):
+        raise InvalidParameterError(f"{name} must be a finite positive number, got {value}")
+    return number
+
+
+def finite_non_negative(name: str, value: Any) -> float:
+    """A finite number ≥ 0: a claimed ε."""
+    number = _number(name, value)
+    if not (math.isfinite(number) and number >= 0.0):
+        raise InvalidParameterError(f"{name} must be a finite number ≥ 0, got {value}")
+    return number
+
+
+def integer_at_least(name: str, value: Any, minimum: int) -> int:
+    """An int (never a bool or a float) ≥ ``minimum``: counts of canaries, trials, rounds, clients."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+    if value < minimum:
+        raise InvalidParameterError(f"{name} must be an integer ≥ {minimum}, got {value}")
+    return value
