@@ -11,7 +11,7 @@ BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.privaudit-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint test-slow bench claims validity browser clean-venv
+.PHONY: demo test lint test-slow bench claims claims-report evidence validity browser clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,11 +47,26 @@ bench: $(STAMP)
 
 # The full paper-claims audit at larger trial counts (progress shown), then its report:
 # reports/claims-audit.md (+ reports/claims-audit/: HTML, merged JSON, figures). Trials resume from audits/claims.
+# `make claims-report` renders the report again from its committed merged JSON (reports/claims-audit/results.json),
+# without auditing (CLAIMS_FROM=audits/claims renders it from a fresh audit, as `make claims` does).
 CLAIMS_EXECUTOR ?= process
+CLAIMS_FROM ?= reports/claims-audit
+CLAIMS_NOTE := Regenerate: `make claims-report` re-renders this report from its committed merged results (`reports/claims-audit/results.json`) without auditing; `make claims` re-runs the audit (`privaudit audit --suite claims --out audits/claims`) and renders it.
 claims: $(STAMP)
 	$(BIN)/privaudit audit --suite claims --executor $(CLAIMS_EXECUTOR) --out audits/claims
-	$(BIN)/privaudit report audits/claims --out reports/claims-audit --title "privaudit — the papers' privacy claims"
+	$(MAKE) --no-print-directory claims-report CLAIMS_FROM=audits/claims
+
+claims-report: $(STAMP)
+	$(BIN)/python -m privaudit report $(CLAIMS_FROM) --out reports/claims-audit --title "privaudit — the papers' privacy claims" \
+	  --note '$(CLAIMS_NOTE)'
 	sed 's#](figures/#](claims-audit/figures/#g' reports/claims-audit/report.md > reports/claims-audit.md
+
+# Every evidence page re-rendered from its committed result file, no training: reports/<name>.md and its figures
+# ← reports/evidence/<name>.json (privaudit report FILE --out PAGE.md). Each page names the command that re-runs
+# its experiment (python -m privaudit.papers.<paper>.evidence ...), which writes the result file and renders the page.
+evidence: $(STAMP)
+	@for result in reports/evidence/*.json; do \
+	  $(BIN)/python -m privaudit report $$result --out reports/$$(basename $$result .json).md || exit 1; done
 
 # The validity suite's full grid: coverage P[ε_lb > ε_true] ≤ α of every route × strategy × score shape × design,
 # and each route's tightness on the Gaussian mechanism → reports/validity.md (VALIDITY_ARGS="--json PATH" adds the

@@ -1,6 +1,6 @@
 """Scores for attacks: reconstruction quality (PSNR, SSIM, label accuracy) and ROC helpers.
 
-Reconstruction quality follows the convention privaudit's spec fixes (``inversion_fl.md`` §A.3):
+Reconstruction quality follows one fixed convention:
 
 * images are de-normalised to [0, 1] and clamped before scoring (the caller passes [0, 1] arrays);
 * PSNR = 10·log10(1 / MSE) with ``data_range = 1`` (scikit-image ``peak_signal_noise_ratio``); identical

@@ -12,11 +12,16 @@ Prints markdown tables and writes them to ``reports/bench/accounting.md``:
 4. **Former stalls** — low noise, loose and tiny calibration targets: time and peak memory (ru_maxrss of the
    worker process, imports included) of privaudit's default next to opacus PRV and dp-accounting PLD.
 5. **DP-SGD grid** (σ × q × T, δ = 1e-5): ε and median time; ``--quick`` runs 6 representative rows.
+6. **Fixed-size batches without replacement** (``fixed``) — σ = 1, q = 0.01, T = 1000 and σ = 0.8, q = 0.1, T = 1000
+   under both relations: privaudit's rdp (what ``auto`` answered before ctd had these pairs), ctd (now the
+   default), privaudit's pld (dp-accounting's pieces with the same pairs), dp-accounting's own RDP of
+   ``SampledWithoutReplacementDpEvent`` and, for contrast, Poisson sampling at the same q.
 
 Every call runs in its own spawned process with a timeout; the timed part is "build the accountant + compute"
 after imports; privaudit's caches are cleared before each repeat.
 
-Usage: ``python benchmarks/bench_accounting.py [--quick] [--timeout 120]``
+Usage: ``python benchmarks/bench_accounting.py [--quick] [--timeout 120]``; one section alone, spliced into the
+existing report in place of its old version: ``python benchmarks/bench_accounting.py --only fixed --splice``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ DELTA = 1e-5
 GRID = [(s, q, t) for s in (0.8, 1.0, 2.0) for q in (0.01, 0.1, 1.0) for t in (100, 1000, 10000)]
 QUICK = [(0.8, 0.01, 100), (1.0, 0.01, 1000), (2.0, 0.1, 10000), (0.8, 0.1, 1000), (1.0, 1.0, 1000), (0.8, 1.0, 10000)]
 CAL_Q, CAL_T, CAL_TARGETS = 0.01, 1000, (1.0, 3.0, 8.0)
+FIXED_TITLE = "## Fixed-size batches without replacement: tight pairs (ctd) vs RDP"
 
 
 def _distinct(n: int) -> list[tuple[float, float, int]]:
@@ -140,6 +146,45 @@ def _prv_accountant(schedule):
     return float(acct.compute_epsilon(delta=DELTA, num_self_compositions=counts)[2]), "upper"
 
 
+FIXED = [(1.0, 0.01, 1000), (0.8, 0.1, 1000)]
+FIXED_N = 60_000  # dataset size for dp-accounting's SampledWithoutReplacementDpEvent (q·n records per batch)
+
+
+def _privaudit_sampled(args):
+    """(accountant, σ, q, T, relation, sampling): privaudit on one subsampled-Gaussian composition."""
+    from privaudit.accounting import Composition, SubsampledGaussian
+    from privaudit.accounting.accountants import get_accountant
+    from privaudit.accounting.rdp import clear_cache
+
+    name, sigma, q, steps, relation, sampling = args
+    clear_cache()
+    res = get_accountant(name).epsilon(Composition.of(SubsampledGaussian(sigma, q, sampling), steps, relation), DELTA)
+    return res.epsilon, res.accountant
+
+
+def _dp_accounting_wor_rdp(args):
+    """dp-accounting's RDP of SampledWithoutReplacementDpEvent (its base Gaussian has sensitivity 1, #378)."""
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    sigma, q, steps = args
+    event = dp_accounting.SampledWithoutReplacementDpEvent(FIXED_N, round(q * FIXED_N), dp_accounting.GaussianDpEvent(sigma))
+    acct = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    acct.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    return float(acct.get_epsilon(DELTA)), "rdp"
+
+
+def _dp_attained(args):
+    """A lower bound on the fixed-size truth: D = {x, x', …, x'} vs D' = {x', …, x'} attains
+    ((1 − q)·N(0, σ²) + q·N(2, σ²), N(0, σ²)) at every step; dp-accounting's *optimistic* PLD of it (both directions)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    sigma, q, steps = args
+    pld = pld_lib.from_gaussian_mechanism(sigma / 2, sampling_prob=q, pessimistic_estimate=False, use_connect_dots=False,
+                                          value_discretization_interval=1e-4)
+    return float(pld.self_compose(steps).get_epsilon_for_delta(DELTA)), "optimistic"
+
+
 CALLS = {
     "privaudit default": lambda a: _privaudit("auto", a),
     "privaudit ctd": lambda a: _privaudit("ctd", a),
@@ -155,6 +200,9 @@ CALLS = {
     "opacus calibrate prv": lambda a: _opacus_calibrate("prv", a),
     "dp_acc calibrate PLD": _dp_calibrate,
     "dp_acc PLD at": _pld_epsilon,
+    "privaudit sampled": _privaudit_sampled,
+    "dp_acc RDP w/o replacement": _dp_accounting_wor_rdp,
+    "dp_acc attained": _dp_attained,
 }
 IMPORTS = {
     "privaudit": "import privaudit.accounting.accountants, privaudit.accounting.calibrate",
@@ -389,15 +437,72 @@ def bench_grid(rows, timeout: float) -> tuple[list[str], dict]:
     return lines, checks
 
 
+def bench_fixed(timeout: float) -> list[str]:
+    lines = ["A batch of b = q·n records drawn uniformly without replacement, n fixed. Pairs (ctd module docstring): "
+             "replace-one — the symmetrisation of ((1 − q)·N(0, σ²) + q·N(2, σ²), N(0, σ²)); add/remove (b fixed, so an "
+             "added record displaces another) — that pair in both directions, i.e. the Poisson add/remove pair at σ/2. "
+             "Before this section existed `auto` answered replace-one with rdp (Wang, Balle & Kasiviswanathan 2019) "
+             "and refused add/remove (every accountant did); rdp now answers add/remove with Mironov et al.'s RDP at σ/2.", "",
+             "| σ | q | T | relation | method | ε | vs ctd | time |", "|---|---|---|---|---|---|---|---|"]
+    for sigma, q, steps in FIXED:
+        for relation in ("replace_one", "add_remove"):
+            rel = relation.replace("_", "-")
+            rdp_label = "privaudit rdp (what auto answered before)" if relation == "replace_one" else \
+                "privaudit rdp (before: refused; now MTZ at σ/2)"
+            rows = [("privaudit default (now)", "privaudit sampled", ("auto", sigma, q, steps, relation, "fixed_size")),
+                    (rdp_label, "privaudit sampled", ("rdp", sigma, q, steps, relation, "fixed_size")),
+                    ("privaudit pld (dp-accounting's pieces, same pairs)", "privaudit sampled", ("pld", sigma, q, steps, relation, "fixed_size"))]
+            if relation == "replace_one":
+                rows.append(("dp_acc RDP of SampledWithoutReplacementDpEvent (base sensitivity 1, #378: not a bound for clipped sums)",
+                             "dp_acc RDP w/o replacement", (sigma, q, steps)))
+            rows.append(("lower bound: what fixed datasets attain (dp_acc optimistic PLD of the pair at σ/2)", "dp_acc attained",
+                         (sigma, q, steps)))
+            rows.append((f"Poisson at the same q, {rel} (privaudit default)", "privaudit sampled", ("auto", sigma, q, steps, relation, "poisson")))
+            ours = None
+            for name, label, arg in rows:
+                value, seconds, _, error = timed(label, arg, repeats=3, timeout=timeout)
+                if ours is None:
+                    ours = value[0] if value else float("nan")
+                    rel_text = ""
+                else:
+                    rel_text = "" if value is None else f"{100 * (value[0] / ours - 1):+.2f} %"
+                who = f" [{value[1]}]" if value and label.startswith("privaudit") else ""
+                lines.append(f"| {sigma} | {q} | {steps} | {rel} | {name}{who} | "
+                             f"{fmt_eps(value) if not error else 'FAIL'} | {rel_text} | {error or fmt_t(seconds)} |")
+                _say(lines[-1:])
+    return lines
+
+
+def splice(path: Path, new_sections: list[tuple[str, list[str]]]) -> str:
+    """The report at ``path`` with each ``## title`` section replaced by its new lines (appended if absent)."""
+    text = path.read_text() if path.exists() else "# Accounting benchmark\n"
+    lines = text.rstrip("\n").split("\n")
+    for title, body in new_sections:
+        block = [title, "", *body, ""]
+        try:
+            start = lines.index(title)
+        except ValueError:
+            lines += ["", *block] if lines and lines[-1] else block
+            continue
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        lines[start:end] = block
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="6 representative grid rows instead of 27")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per peer call")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: distinct,calibration,cold,stalls,grid")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: distinct,calibration,cold,stalls,grid,fixed")
+    parser.add_argument("--only", default="", help="comma-separated sections to run (all others skipped)")
+    parser.add_argument("--splice", action="store_true",
+                        help="replace only the sections that ran in the existing report (keeping the rest)")
     parser.add_argument("--reference-timeout", type=float, default=900.0, help="seconds for dp-accounting's PLD reference runs")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "accounting.md", help="markdown file to write")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    if args.only:
+        skip |= {"distinct", "calibration", "cold", "stalls", "grid", "fixed"} - set(args.only.split(","))
 
     import numpy
     import scipy
@@ -415,30 +520,40 @@ def main() -> None:
            f"while this ran; Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, {', '.join(versions)}.",
            f"Command: `python benchmarks/bench_accounting.py{' --quick' if args.quick else ''}"
            f"{f' --skip {args.skip}' if args.skip else ''}` ({time.strftime('%Y-%m-%d')}).", ""]
+    def grid_section() -> list[str]:
+        grid_lines, checks = bench_grid(QUICK if args.quick else GRID, args.timeout)
+        n = len(checks["default_answered"])
+        within = checks["default_within"]
+        return [*grid_lines, "",
+                f"- privaudit rdp at least as fast as opacus RDP: {sum(checks['rdp_not_slower'])}/{n} rows",
+                f"- privaudit default answered: {sum(checks['default_answered'])}/{n} rows",
+                (f"- privaudit default vs dp-accounting PLD where PLD finished ({len(within)} rows): "
+                 f"from {100 * min(within):+.3f} % to {100 * max(within):+.3f} %" if within else "- no PLD reference finished")]
+
     sections = [
         ("distinct", "## Many distinct mechanisms (per-step noise schedules)", lambda: bench_distinct(args.timeout, args.reference_timeout)),
         ("calibration", "## Calibration: σ for a target ε", lambda: bench_calibration(args.timeout)),
         ("cold", "## Cold start (whole process)", bench_cold_start),
         ("stalls", "## Former stalls: low noise, loose and tiny targets", lambda: bench_stalls(min(args.timeout, 60.0))),
+        ("grid", "## DP-SGD grid: ε (time)", grid_section),
+        ("fixed", FIXED_TITLE, lambda: bench_fixed(args.timeout)),
     ]
+    ran: list[tuple[str, list[str]]] = []
     for key, title, run in sections:
         if key in skip:
             continue
         print(f"== {title}", flush=True)
-        out += [title, "", *run(), ""]
-    if "grid" not in skip:
-        print("== DP-SGD grid", flush=True)
-        grid_lines, checks = bench_grid(QUICK if args.quick else GRID, args.timeout)
-        n = len(checks["default_answered"])
-        within = checks["default_within"]
-        out += ["## DP-SGD grid: ε (time)", "", *grid_lines, "",
-                f"- privaudit rdp at least as fast as opacus RDP: {sum(checks['rdp_not_slower'])}/{n} rows",
-                f"- privaudit default answered: {sum(checks['default_answered'])}/{n} rows",
-                (f"- privaudit default vs dp-accounting PLD where PLD finished ({len(within)} rows): "
-                 f"from {100 * min(within):+.3f} % to {100 * max(within):+.3f} %" if within else "- no PLD reference finished"), ""]
+        body = run()
+        ran.append((title, body))
+        out += [title, "", *body, ""]
     target = args.out
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("\n".join(out) + "\n")
+    if args.splice:  # keep the rest of the report; say when and how the spliced sections were measured
+        command = f"python benchmarks/bench_accounting.py --only {','.join(k for k, *_ in sections if k not in skip)} --splice"
+        stamp = f"Measured {time.strftime('%Y-%m-%d')} with `{command}` (machine as above)."
+        target.write_text(splice(target, [(title, [*body, "", stamp]) for title, body in ran]))
+    else:
+        target.write_text("\n".join(out) + "\n")
     print("\n".join(out))
     print(f"\nwritten to {target}")
 

@@ -1,6 +1,6 @@
 """Federation benchmark: batched (stacked clients) vs sequential local training, same seeds, one run.
 
-Workload (Upcycled-FL's synthetic setting, spec §1.2/§1.3): Synthetic iid with d = 20, C = 2 (the shape of
+Workload (Upcycled-FL's synthetic setting: 003 §7 and osu-srml/Upcycled-FL@4dd7400:train.py): Synthetic iid with d = 20, C = 2 (the shape of
 the Upcycled-FL data; generator seed 0), 30 clients, full participation, FedProx (μ = 0.1), logistic
 regression, E = 10 local epochs, batch 32, lr 0.05, momentum 0.5, 80 rounds, run seed 0.
 
@@ -184,17 +184,16 @@ def _section(model: str, args: argparse.Namespace) -> list[str]:
     import math
     import tempfile
 
-    from rich.console import Console
-    from rich.progress import Progress
     from safetensors.torch import load_file
 
+    from privaudit.progress import progress_bar
+
     runs: dict[str, list[dict]] = {"batched": [], "sequential": []}
-    with tempfile.TemporaryDirectory() as tmp, Progress(console=Console(stderr=True)) as progress:
-        task = progress.add_task(f"federation benchmark: {model}", total=2 * args.repeats)
+    with tempfile.TemporaryDirectory() as tmp, progress_bar(f"federation benchmark: {model}", 2 * args.repeats) as bar:
         for repeat in range(args.repeats):
             for mode in ("batched", "sequential"):
                 runs[mode].append(_child(mode, args.rounds, args.threads, f"{tmp}/{mode}{repeat}.safetensors", model))
-                progress.advance(task)
+                bar.advance()
         batched_state, sequential_state = load_file(f"{tmp}/batched0.safetensors"), load_file(f"{tmp}/sequential0.safetensors")
         max_diff = max(float((batched_state[k] - sequential_state[k]).abs().max()) for k in batched_state)
 

@@ -51,7 +51,7 @@ from privaudit.data.embedded import sample_images
 from privaudit.models import build_model, count_parameters
 
 IMAGE_NAMES = ("astronaut", "chelsea", "coffee")
-# CIFAR-10 normalisation, as in the spec's measurements (inversion_fl.md §A.4c) and breaching.
+# CIFAR-10 normalisation, as FedReg's CIFAR-10 pipeline (Zoesgithub/FedReg@34b081f) and JonasGeiping/breaching use it.
 CIFAR = DataSpec((3, 32, 32), 10, mean=(0.4914, 0.4822, 0.4465), std=(0.2023, 0.1994, 0.2010))
 RAW = DataSpec((3, 32, 32), 10)  # DLG works on un-normalised [0, 1] images
 

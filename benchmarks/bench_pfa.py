@@ -159,20 +159,19 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from rich.console import Console
-    from rich.progress import Progress
+
+    from privaudit.progress import progress_bar
 
     torch.set_num_threads(1)
     sizes = [p for p in SIZES if p <= args.max_p]
     rows, rounds = [], []
-    with Progress(console=Console(stderr=True)) as progress:
-        task = progress.add_task("projection timings", total=len(sizes) + 2)
+    with progress_bar("projection timings", len(sizes) + 2) as bar:
         for p in sizes:
             rows.append(time_subspace(p, args.public, args.dims, args.repeats, args.dense_max_p))
-            progress.advance(task)
+            bar.advance()
         for name in ("pfa-lr", "pfa-cnn"):
             rounds.append(time_round(name, args.repeats))
-            progress.advance(task)
+            bar.advance()
     text = render(rows, rounds, args.public, args.dims, args.repeats)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text)

@@ -32,15 +32,8 @@ from pathlib import Path
 import numpy as np
 import scipy
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
+from privaudit.progress import progress_bars
 from privaudit.stats.validity import (
     NULL_SHAPES,
     Bernoulli,
@@ -362,10 +355,9 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console(stderr=True)
     start = time.perf_counter()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
-        coverage_task = progress.add_task("coverage cells", total=len(cells))
-        tight_task = progress.add_task("tightness rows", total=len(tight_jobs))
+    with progress_bars(console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
+        coverage_bar = progress.add("coverage cells", total=len(cells))
+        tight_bar = progress.add("tightness rows", total=len(tight_jobs))
         futures = {pool.submit(_run_cell, cell, args.runs, args.seed): ("cell", i) for i, cell in enumerate(cells)}
         futures |= {pool.submit(_run_tightness, route, s, mu, args.tight_n, args.tight_runs, args.alpha, args.seed): ("tight", i)
                     for i, (route, s, mu) in enumerate(tight_jobs)}
@@ -375,21 +367,22 @@ def main(argv: list[str] | None = None) -> int:
             kind, index = futures[future]
             if kind == "cell":
                 ordered_cells[index] = result = future.result()
-                progress.update(coverage_task, advance=1, description=f"coverage · {result.cell.route} · {result.cell.scenario.name}")
+                coverage_bar.describe(f"coverage · {result.cell.route} · {result.cell.scenario.name}")
+                coverage_bar.advance()
                 if result.status == "fail":
-                    progress.console.print(f"[red]FAIL[/red] {result.cell.key}: coverage {result.coverage:.3f} "
-                                           f"[{result.interval[0]:.3f}, {result.interval[1]:.3f}]")
+                    progress.print(f"[red]FAIL[/red] {result.cell.key}: coverage {result.coverage:.3f} "
+                                   f"[{result.interval[0]:.3f}, {result.interval[1]:.3f}]")
             else:
                 ordered_tight[index] = future.result()
-                progress.update(tight_task, advance=1)
+                tight_bar.advance()
         results = [ordered_cells[i] for i in range(len(cells))]
         tightness = [ordered_tight[i] for i in range(len(tight_jobs))]
         suspects = [r.cell for r in results if r.status == "flag"] if args.confirm_runs else []
-        confirm_task = progress.add_task("re-runs of flagged cells", total=len(suspects))
+        confirm_bar = progress.add("re-runs of flagged cells", total=len(suspects))
         confirmed: dict[str, CoverageResult] = {}
         for result in pool.map(_run_cell, suspects, [args.confirm_runs] * len(suspects), [args.seed + 1] * len(suspects)):
             confirmed[result.cell.key] = result
-            progress.update(confirm_task, advance=1)
+            confirm_bar.advance()
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = usage.ru_utime + usage.ru_stime

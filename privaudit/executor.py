@@ -8,7 +8,11 @@ module-level function applied to a JSON-able spec; its result must be JSON-able 
 * **Resumable.** :func:`run_trials` appends each finished trial as one JSON line to ``<out>/trials.jsonl``
   (flushed and fsynced) and, when re-run, skips the trial ids already there. A half-written last line
   (the process was killed mid-write) is ignored and recomputed.
-* **Progress.** A rich progress bar counts finished trials; results come back in trial order.
+* **Progress.** A progress bar (:mod:`privaudit.progress`, on stderr) counts finished trials; results come back
+  in trial order.
+* **Interruptible.** A process pool stops at once on Ctrl-C, SIGTERM or a failed trial: pending trials are
+  cancelled, workers terminated and reaped (no orphaned workers, no leaked semaphores); what finished stays in
+  ``trials.jsonl`` for the re-run.
 
 Ray is optional (``pip install privaudit[ray]``); asking for it without it installed is one clear error.
 """
@@ -17,8 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.errors import InvalidParameterError
+from privaudit.progress import progress_bar
 
 EXECUTORS = ("in-process", "process", "ray")
 TRIALS_FILE = "trials.jsonl"
@@ -79,29 +88,95 @@ class ProcessExecutor(Executor):
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, int(workers or os.cpu_count() or 1))
+        self._pool: ProcessPoolExecutor | None = None
 
     def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        """Trials in a pool that stops at once, workers and all, when the run ends early.
+
+        An early end is a failed trial, Ctrl-C, SIGTERM (turned into :class:`Terminated` while the pool runs) or
+        a caller that stops iterating: pending trials are cancelled and running ones terminated, so neither
+        waits for the remaining trials nor leaves workers or semaphores behind. Finished trials are the
+        caller's (:func:`run_trials` has them in ``trials.jsonl``).
+        """
         import multiprocessing as mp
 
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                                 initializer=_limit_threads) as pool:
-            pending = {pool.submit(_call, fn, t) for t in trials}
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
+        self._pool = pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                                initializer=_init_worker)
+        complete = False
+        try:
+            with _sigterm_raises_terminated():
+                pending = {pool.submit(_call, fn, t) for t in trials}
+                while pending:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        yield future.result()
+            complete = True
+        finally:
+            self._pool = None
+            if complete:
+                pool.shutdown(wait=True)
+            else:
+                _stop_now(pool)
+
+    def close(self) -> None:
+        """Stop a pool that is still running (the caller gave up on :meth:`run` part-way)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            _stop_now(pool)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a process pool ran: unwinds like Ctrl-C, so the pool is shut down cleanly."""
+
+
+@contextmanager
+def _sigterm_raises_terminated() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (where the default would kill the
+    process on the spot, leaving the pool's workers and semaphores behind). A handler someone else installed, or
+    a pool run from another thread, is left alone."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise Terminated("terminated (SIGTERM)")
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_now(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started, terminate the workers (they may be mid-trial) and reap them."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    for worker in workers:
+        worker.join(timeout=10)
+
+
+def _init_worker() -> None:
+    """A worker leaves Ctrl-C to the parent (which stops the pool), so it prints no traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _limit_threads()
 
 
 def _limit_threads() -> None:
-    """One BLAS/torch thread per worker process, so a pool of N workers uses N cores, not N²."""
+    """One BLAS/torch thread per worker process, so a pool of N workers uses N cores, not N².
+
+    A spawned worker has not imported torch yet: the environment variables set here give the torch a trial imports
+    later one thread (torch reads ``OMP_NUM_THREADS`` when it starts), so trials that never touch torch do not pay
+    for importing it.
+    """
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
 
 
 class RayExecutor(Executor):
@@ -207,35 +282,14 @@ def run_trials(
         _terminate_partial_line(path)
         results.update({t.trial_id: finished[t.trial_id] for t in trials if t.trial_id in finished})
     todo = [t for t in trials if t.trial_id not in results]
-    bar = _progress_bar(progress, len(trials), len(trials) - len(todo), label)
     try:
-        for trial_id, result in executor.run(fn, todo):
-            results[trial_id] = result
-            if path is not None:
-                _append(path, trial_id, result)
-            if bar is not None:
-                bar[0].advance(bar[1])
+        with progress_bar(label, total=len(trials), completed=len(trials) - len(todo), enabled=progress) as bar:
+            for trial_id, result in executor.run(fn, todo):
+                results[trial_id] = result
+                if path is not None:
+                    _append(path, trial_id, result)
+                bar.advance()
     finally:
-        if bar is not None:
-            bar[0].stop()
         executor.close()
     return [results[t.trial_id] for t in trials]
 
-
-def _progress_bar(enabled: bool, total: int, done: int, label: str):
-    if not enabled or total == 0:
-        return None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn(), transient=False)
-    task = bar.add_task(label, total=total, completed=done)
-    bar.start()
-    return bar, task

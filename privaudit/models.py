@@ -5,10 +5,11 @@ the same name builds the paper's exact network on the paper's data (e.g. ``upcyc
 MNIST) and a same-shaped network on the offline substitutes (64-196-10 on scikit-learn digits).
 
 Every model returns **logits**; the loss (cross-entropy) is the caller's. The Upcycled-FL and PFA reference
-codes applied cross-entropy to a softmax output ("double softmax", spec §1.2 and §4.2); the affected
-builders say so in their docstrings and do not reproduce it.
+codes applied cross-entropy to a softmax output ("double softmax": osu-srml/Upcycled-FL@4dd7400:models.py and the
+models of Emory-AIMS/PFA@72b3f89); the affected builders say so in their docstrings and do not reproduce it.
 
-Sources: ``../shared/spec/seed_code.md`` §1.2 (Upcycled-FL), §2.2 (PrivateFL), §3.1 (FedReg), §4.2 (PFA);
+Sources: the papers' reference code — osu-srml/Upcycled-FL@4dd7400:models.py, BHui97/PrivateFL@0ff71d6:modelUtil.py,
+Zoesgithub/FedReg@34b081f:FedUtils/models/mnist/cnn.py, Emory-AIMS/PFA@72b3f89 (and PFA Table 5's parameter counts);
 Zhu et al. 2019 "Deep Leakage from Gradients" (the DLG LeNet); Zhu & Blaschko 2021 "R-GAP" (the
 "cnn6"-style ConvNet used for gradient inversion).
 """
@@ -82,9 +83,9 @@ def _tf_same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
 class LogisticRegression(nn.Module):
     """Multinomial logistic regression on the flattened input: one ``nn.Linear(d, C)``, logits out.
 
-    ``init="upcycled"``: weights ~ N(0, 0.01²), bias 0, as Upcycled-FL's ``LogisticRegression`` (spec §1.2,
-    ``nn.Linear(20, 2)`` on its synthetic data: 42 parameters). ``init="zeros"``: W = 0, b = 0, as PFA's
-    logistic regression (spec §4.2, 7,850 parameters on MNIST). ``init="torch"``: PyTorch's default.
+    ``init="upcycled"``: weights ~ N(0, 0.01²), bias 0, as Upcycled-FL's ``LogisticRegression``
+    (osu-srml/Upcycled-FL@4dd7400:models.py, ``nn.Linear(20, 2)`` on its synthetic data: 42 parameters). ``init="zeros"``: W = 0, b = 0, as PFA's
+    logistic regression (Emory-AIMS/PFA@72b3f89; 7,850 parameters on MNIST, PFA Table 5). ``init="torch"``: PyTorch's default.
     Both reference codes put a softmax in the model and cross-entropy on top ("double softmax"); this
     model returns logits.
     """
@@ -107,21 +108,36 @@ class LogisticRegression(nn.Module):
 
 
 def _logreg(input_shape: tuple[int, ...], num_classes: int, init: str = "upcycled") -> nn.Module:
-    """Logistic regression (Upcycled-FL ``nn.Linear(20, 2)`` on its synthetic data; spec §1.2)."""
+    """Logistic regression (Upcycled-FL ``nn.Linear(20, 2)`` on its synthetic data; osu-srml/Upcycled-FL@4dd7400:models.py)."""
     return LogisticRegression(_flat_size(input_shape), num_classes, init=init)
+
+
+class BinaryLogisticGLM(nn.Module):
+    """Binary logistic regression with one weight vector and no bias: logits ``[0, wᵀx]``.
+
+    Cross-entropy on these logits is the log loss log(1 + e^{−z}) of z = ±wᵀx, the generalised linear model of
+    Upcycled-FL's objective-perturbation theorem (u₁ = ‖x‖ ≤ 1, u₂ = 1/4; the fitting and the feature norms are
+    :mod:`privaudit.fl.engine.glm`).
+    """
+
+    def __init__(self, in_features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(in_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = x.flatten(1) @ self.weight
+        return torch.stack([torch.zeros_like(z), z], dim=1)
 
 
 def _glm_logistic(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """Binary logistic GLM, logits ``[0, wᵀx]`` without bias: Upcycled-FL Thm 6.3's own setting (u₁ = ‖x‖, u₂ = 1/4)."""
-    from privaudit.fl.engine.glm import BinaryLogisticGLM
-
     if int(num_classes) != 2:
         raise InvalidParameterError(f"glm-logistic is a binary model (Thm 6.3's GLM); the dataset has {num_classes} classes")
     return BinaryLogisticGLM(_flat_size(input_shape))
 
 
 def _pfa_lr(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """PFA logistic regression, zero-initialised (spec §4.2; 7,850 parameters on MNIST, Table 5).
+    """PFA logistic regression, zero-initialised (Emory-AIMS/PFA@72b3f89; 7,850 parameters on MNIST, PFA Table 5).
 
     The reference code applied ``sparse_softmax_cross_entropy_with_logits`` to ``softmax(xW + b)`` (double
     softmax); this model returns the logits ``xW + b``.
@@ -130,7 +146,8 @@ def _pfa_lr(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def _upcycled_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 196, dropout: float = 0.5) -> nn.Module:
-    """Upcycled-FL's FEMNIST ``Twolayer`` MLP: Linear(d,196) → ReLU → Dropout(0.5) → Linear(196,C) (spec §1.2).
+    """Upcycled-FL's FEMNIST ``Twolayer`` MLP: Linear(d,196) → ReLU → Dropout(0.5) → Linear(196,C)
+    (osu-srml/Upcycled-FL@4dd7400:models.py).
 
     784-196-10 on MNIST-shaped data = 155,830 parameters. The reference model ended in ``Softmax`` under
     ``nn.CrossEntropyLoss`` (double softmax); this one returns logits.
@@ -145,7 +162,7 @@ def _upcycled_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 
 
 
 def _fedreg_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 100) -> nn.Module:
-    """Linear(d,100) → ReLU → Linear(100,C): a CPU-scale stand-in for FedReg's MNIST CNN (spec §3.1) in evidence runs.
+    """Linear(d,100) → ReLU → Linear(100,C): a CPU-scale stand-in for FedReg's MNIST CNN (002 §4.1) in evidence runs.
 
     784-100-10 on MNIST-shaped data = 79,510 parameters; no dropout or buffers, so it trains batched and under opacus.
     """
@@ -153,7 +170,7 @@ def _fedreg_mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 10
 
 
 def _privatefl_dnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """PrivateFL's ``mnist_fully_connected``: d-600-100-C, ReLU, no biases (spec §2.2).
+    """PrivateFL's ``mnist_fully_connected``: d-600-100-C, ReLU, no biases (BHui97/PrivateFL@0ff71d6:modelUtil.py).
 
     531,400 parameters on 784 inputs with C = 10. The paper's personalised ``InputNorm`` layer (the
     ``*_IN`` variant) is not part of this builder; the PrivateFL algorithm adds it in front.
@@ -171,7 +188,8 @@ def _privatefl_dnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 def _privatefl_dnn_in(
     input_shape: tuple[int, ...], num_classes: int, transform: str = "linear", alpha: str = "channel", beta: str = "pixel"
 ) -> nn.Module:
-    """PrivateFL's ``mnist_fully_connected_IN``: the personalised transformation T_k, then d-600-100-C (spec §2.2).
+    """PrivateFL's ``mnist_fully_connected_IN``: the personalised transformation T_k, then d-600-100-C
+    (BHui97/PrivateFL@0ff71d6:modelUtil.py).
 
     Default T_k(x) = α ⊙ x + β with α per channel and β per pixel and channel (001 Table 2's best, the
     reference ``InputNorm(1, 28)``), identity at initialisation; other forms of 001 Table 1 via ``transform``
@@ -201,7 +219,7 @@ class _FeaturesThenHead(nn.Module):
 
 
 def _fedreg_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """FedReg's MNIST/EMNIST CNN (spec §3.1, ``models/mnist/cnn.py``).
+    """FedReg's MNIST/EMNIST CNN (Zoesgithub/FedReg@34b081f:FedUtils/models/mnist/cnn.py).
 
     Conv(c,32,5)-ReLU-Conv(32,32,5)-MaxPool2-ReLU-Conv(32,64,5)-MaxPool2-ReLU-Flatten-Linear(·,256)-ReLU-
     Linear(256,C); the flattened size is 576 on 28×28 inputs. Needs images of at least 20×20.
@@ -223,7 +241,7 @@ def _fedreg_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 
 def _pfa_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """PFA's MNIST CNN, the TF-privacy tutorial network (spec §4.2; 26,010 parameters, PFA Table 5).
+    """PFA's MNIST CNN, the TF-privacy tutorial network (Emory-AIMS/PFA@72b3f89; 26,010 parameters, PFA Table 5).
 
     Conv(16, 8×8, stride 2, 'same', ReLU)-MaxPool(2, stride 1)-Conv(32, 4×4, stride 2, 'valid', ReLU)-
     MaxPool(2, stride 1)-Flatten-Dense(32, ReLU)-Dense(C). TensorFlow's 'same' padding puts the odd extra
@@ -252,7 +270,7 @@ def _convnet(input_shape: tuple[int, ...], num_classes: int, negative_slope: flo
     Six 3×3 convolutions (16, 32, 32, 64, 64, 96 channels; strides 1, 2, 1, 2, 1, 2; padding 1) with
     LeakyReLU and no normalisation layer, then one linear layer: 140,522 parameters on 3×32×32 with
     C = 10. Without BatchNorm a single example's gradient is a function of that example alone, which is the
-    setting gradient-inversion attacks (and FedReg's one-step attack, spec §3.2) assume.
+    setting gradient-inversion attacks (and FedReg's one-step attack, 002 App. B.4) assume.
     """
     channels, _, _ = shape = _image_shape("convnet", input_shape)
     widths = (16, 32, 32, 64, 64, 96)
@@ -302,16 +320,16 @@ class _ModelEntry:
 
 
 _MODELS: dict[str, _ModelEntry] = {
-    "logreg": _ModelEntry(_logreg, "logistic regression on the flattened input (Upcycled-FL Linear(20,2); spec §1.2)"),
+    "logreg": _ModelEntry(_logreg, "logistic regression on the flattened input (Upcycled-FL Linear(20,2))"),
     "glm-logistic": _ModelEntry(_glm_logistic, "binary logistic GLM, logits [0, wᵀx], no bias (Upcycled-FL Thm 6.3's setting; "
                                                 "with --dataset-option normalise_rows=true)"),
-    "upcycled-mlp": _ModelEntry(_upcycled_mlp, "Linear(d,196)-ReLU-Dropout(0.5)-Linear(196,C) (Upcycled-FL FEMNIST; spec §1.2)"),
-    "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected; spec §2.2)"),
-    "privatefl-dnn-in": _ModelEntry(_privatefl_dnn_in, "personalised α⊙x+β (α per channel, β per pixel) + d-600-100-C (PrivateFL mnist_fully_connected_IN; spec §2.2)"),
-    "fedreg-cnn": _ModelEntry(_fedreg_cnn, "FedReg MNIST CNN: 3 conv 5×5 + 2 linear (spec §3.1)"),
+    "upcycled-mlp": _ModelEntry(_upcycled_mlp, "Linear(d,196)-ReLU-Dropout(0.5)-Linear(196,C) (Upcycled-FL FEMNIST)"),
+    "privatefl-dnn": _ModelEntry(_privatefl_dnn, "d-600-100-C ReLU MLP without biases (PrivateFL mnist_fully_connected)"),
+    "privatefl-dnn-in": _ModelEntry(_privatefl_dnn_in, "personalised α⊙x+β (α per channel, β per pixel) + d-600-100-C (PrivateFL mnist_fully_connected_IN)"),
+    "fedreg-cnn": _ModelEntry(_fedreg_cnn, "FedReg MNIST CNN: 3 conv 5×5 + 2 linear"),
     "fedreg-mlp": _ModelEntry(_fedreg_mlp, "d-100-C ReLU MLP: CPU-scale stand-in for FedReg's MNIST CNN in evidence runs"),
-    "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST; spec §4.2)"),
-    "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST; spec §4.2)"),
+    "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST)"),
+    "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST)"),
     "convnet": _ModelEntry(_convnet, "6-conv LeakyReLU ConvNet without BatchNorm for gradient inversion (R-GAP cnn6 style)"),
     "lenet-dlg": _ModelEntry(_lenet_dlg, "DLG LeNet: 3 sigmoid 5×5 convs (12 ch) + linear, U(-0.5,0.5) init (Zhu et al. 2019)"),
 }
@@ -360,7 +378,7 @@ def default_model_for(dataset: FederatedDataset) -> str:
     """The model a run uses when none is named: the paper's model for the data's kind.
 
     Feature vectors → ``logreg`` (Upcycled-FL's synthetic model); single-channel images → ``upcycled-mlp``
-    (Upcycled-FL's FEMNIST model, the spec §5 substitute); colour images → ``convnet``. Token sequences
+    (Upcycled-FL's FEMNIST model, on the offline substitutes of FEMNIST); colour images → ``convnet``. Token sequences
     (LEAF Sent140) have no model here yet and raise :class:`InvalidParameterError`.
     """
     if dataset.metadata.get("input_kind") == "token_ids":

@@ -45,6 +45,21 @@ def test_process_pool_matches_in_process():
     assert local == pooled
 
 
+def torch_threads(spec, seed):
+    import torch
+
+    return torch.get_num_threads()
+
+
+@pytest.mark.slow
+def test_pool_workers_give_torch_one_thread(monkeypatch):
+    """Workers do not import torch up front (trials without torch start fast), yet a trial that imports it gets 1 thread."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # what the workers inherit; their initializer must override it
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    trials = make_trials(({} for _ in range(4)), base_seed=0)
+    assert run_trials(torch_threads, trials, executor=ProcessExecutor(workers=2), progress=False) == [1, 1, 1, 1]
+
+
 def test_resume_skips_finished_trials(tmp_path):
     trials = make_trials(({"i": i} for i in range(6)), base_seed=0)
     CALLS.clear()

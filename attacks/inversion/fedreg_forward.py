@@ -2,7 +2,7 @@
 
 Source: Xu, Hong, Huang, Jiang, "Acceleration of Federated Learning with Alleviated Forgetting in Local
 Training" (FedReg), ICLR 2022 — §3.2 eq. (10)–(11) (pseudo/perturbed-data regulariser) and §3.3 eq. (12)
-(modified gradient); privaudit spec ``seed_code.md`` §3.1.
+(modified gradient); reference code Zoesgithub/FedReg@34b081f:FedUtils/fed/fedreg.py.
 
 The pure pieces live in :mod:`privaudit.papers.fedreg.local_step` (the training engine,
 ``privaudit.papers.fedreg.algorithm``, uses the same ones) and are re-exported here:

@@ -117,8 +117,3 @@ def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 def flat_dot(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """⟨a, b⟩ over all entries of two parameter dictionaries with the same keys."""
     return sum((a[k] * b[k]).sum() for k in a)  # type: ignore[return-value]
-
-
-def detached_update(update: Mapping[str, torch.Tensor]) -> ParamDict:
-    """A released update as plain tensors (no autograd history)."""
-    return {k: v.detach().clone() for k, v in update.items()}

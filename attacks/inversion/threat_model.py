@@ -68,10 +68,6 @@ class DataSpec:
             if any(s <= 0 for s in self.std):
                 raise InvalidParameterError(f"normalisation std must be positive, got {self.std}")
 
-    @property
-    def is_image(self) -> bool:
-        return len(self.shape) == 3
-
     def _channel_view(self, values: tuple[float, ...], device: torch.device | str) -> torch.Tensor:
         tensor = torch.tensor(values, dtype=torch.float32, device=device)
         return tensor.reshape((1, -1) + (1,) * (len(self.shape) - 1))
@@ -153,10 +149,6 @@ class ClientKnowledge:
                 raise InvalidParameterError(
                     f"{len(self.labels)} labels given for {self.num_examples} examples"
                 )
-
-    @property
-    def effective_batch_size(self) -> int:
-        return self.num_examples if self.batch_size is None else self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -27,7 +27,7 @@ API summary (for the audit runner; turning scores into ε lower bounds is :mod:`
     null_cosine_pdf / _cdf / _sf / sample_null_cosines(count, d, rng)          analytic null, Var = 1/d
         source = checkpoint path | privaudit.fl.engine.recording.ReleaseRecorder | FederationReleases
 
-    # Upcycled-FL output perturbation (Thm 6.2; spec U2, U5) ---------------------------------------
+    # Upcycled-FL output perturbation (Thm 6.2; audit points U2, U5) ---------------------------------------
     pair = neighbouring_clipped_models(model, start_state, client_data, worst_case_record(shape) | in_domain_record(shape),
                                        local=LocalTrainingConfig(...), clip=τ, prox=μ, seed=0)
         pair.displacement (‖ξ(ω') − ξ(ω)‖), pair.claimed_sensitivity (τ/|D|), pair.mu(std)

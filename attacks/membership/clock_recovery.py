@@ -1,4 +1,4 @@
-"""Recovering output-perturbation noise seeded from the clock (Upcycled-FL reference code; spec U5).
+"""Recovering output-perturbation noise seeded from the clock (Upcycled-FL reference code; audit point U5).
 
 The reference code seeds its noise with ``torch.manual_seed(int(frac(time.time())·1000))`` and then draws
 ``torch.normal(0, std)`` for every state-dict key in order, so a release Y = ξ(ω) + n has n ∈ {n_0, …, n_999}.

@@ -1,6 +1,6 @@
 """The null distribution of a canary cosine: cos(c, v) for c uniform on S^{d−1} and any fixed v ≠ 0.
 
-Andrew et al. 2024 (§3.1; spec ``auditing.md`` §2.8): an unseen canary direction is independent of the
+Andrew et al., ICLR 2024 (§3.1): an unseen canary direction is independent of the
 trained model, so its cosine with the model delta has density
 
     f_d(t) = (1 − t²)^{(d−3)/2} / B(½, (d−1)/2),   t ∈ (−1, 1),

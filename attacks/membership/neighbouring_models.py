@@ -1,8 +1,8 @@
 """A client's clipped local model under two neighbouring datasets, D and D ∪ {z}, with the same randomness.
 
 Upcycled-FL's output perturbation releases ω̂ = ξ(ω) + n, ξ(ω) = ω / max(1, ‖ω‖/τ), where ω is the client's
-SGD-trained local model (spec ``seed_code.md`` §1.4–1.5). Thm 6.2's proof assumes ‖ξ(ω) − ξ(ω')‖ ≤ τ/|D|
-(the clipped model as an average of per-example terms bounded by τ, add-one neighbours); spec U2 shows that
+SGD-trained local model (003 §6; osu-srml/Upcycled-FL@4dd7400:client/avg.py). Thm 6.2's proof assumes ‖ξ(ω) − ξ(ω')‖ ≤ τ/|D|
+(the clipped model as an average of per-example terms bounded by τ, add-one neighbours); audit point U2 shows that
 for the code's training one record can move ξ(ω) by ≈ τ.
 
 :func:`neighbouring_clipped_models` trains the client twice from the same start with the engine's optimiser
@@ -12,7 +12,7 @@ mini-batch per epoch, so the only difference between the runs is the record (dro
 same seed; a batch holding z draws one more row of masks, which shifts later masks — exact coupling holds for
 models without dropout). Records:
 
-* :func:`worst_case_record` — spec U2: one record of large norm (default 5·10³, the spec's 3·10³–6·10³) in a
+* :func:`worst_case_record` — audit point U2: one record of large norm (default 5·10³; norms of 3·10³–6·10³ move ξ(ω) by ≈ τ) in a
   uniformly random direction, labelled with the class the starting model finds least likely;
 * :func:`in_domain_record` — a record inside the theorem's domain: a random direction with small norm
   (default ‖x‖ = 1, the ‖x‖ ≤ 1 assumption of the paper's analysis).
@@ -38,7 +38,7 @@ from privaudit.fl.engine.params import State, global_norm, sub
 from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
 from privaudit.fl.privacy import noise
 
-#: spec U2's record norms were 3·10³–6·10³
+#: audit point U2's record norms were 3·10³–6·10³
 WORST_CASE_NORM = 5e3
 
 
@@ -54,7 +54,7 @@ def _random_record(input_shape: Sequence[int], norm: float, label: int | None, s
 
 
 def worst_case_record(input_shape: Sequence[int], *, norm: float = WORST_CASE_NORM, label: int | None = None, seed: int = 0) -> Record:
-    """Spec U2's record: a uniformly random direction scaled to a large norm.
+    """Audit point U2's record: a uniformly random direction scaled to a large norm.
 
     With ``label=None`` the label is chosen when the record is inserted: the class the starting model finds
     least likely. At norm 5·10³ the starting logits are already saturated, so a record whose label the model
@@ -102,7 +102,7 @@ class NeighbouringClippedModels:
 
     @property
     def claimed_sensitivity(self) -> float:
-        """τ/|D|, the sensitivity Thm 6.2's proof uses (spec §1.4, U2)."""
+        """τ/|D|, the sensitivity Thm 6.2's proof uses (003 App. E; audit point U2)."""
         return self.clip / self.num_examples
 
     def mu(self, std: float) -> float:

@@ -1,7 +1,7 @@
 """Mechanism-level white-box test of output perturbation: the exact likelihood ratio of a noisy release.
 
 Upcycled-FL's output perturbation (Thm 6.2) releases Y = ξ + n with n ~ N(0, s²I), where ξ is the client's
-clipped model and s = σ (the paper) or σ² (the reference code, spec U1). For two neighbouring inputs with
+clipped model and s = σ (the paper) or σ² (the reference code, audit point U1). For two neighbouring inputs with
 clipped models ξ₀ (without the record) and ξ₁ (with it), the optimal test (Neyman–Pearson) thresholds
 
     Λ(Y) = log N(Y; ξ₁, s²I) − log N(Y; ξ₀, s²I) = (‖Y − ξ₀‖² − ‖Y − ξ₁‖²) / (2s²),

@@ -9,7 +9,8 @@ Strategy (bracket from the target, then a safeguarded root search):
 2. **Root search.** The bracket [lo (infeasible), hi (feasible)] is shrunk with Illinois (regula falsi) steps
    on log σ, falling back to bisection, until hi/lo − 1 ≤ ``rtol``.
 3. ``hi`` is returned: it was *evaluated* feasible, so ε(σ) ≤ target holds for the accountant's certified
-   upper bound — never a σ that misses the target (opacus' GDP calibration does, spec accountants.md §2.4).
+   upper bound — never a σ that misses the target (opacus' GDP calibration does: ``get_noise_multiplier(accountant="gdp")``
+   returns σ whose PLD ε exceeds the target at small q).
 
 With ``accountant="auto"`` the probes use ``ctd`` first (milliseconds per probe at any σ, tight, resource
 guarded), then prv → pld → rdp where ctd does not apply. The whole calibration shares one time budget

@@ -3,7 +3,9 @@
 Every function returns a :class:`ClosedForm`: the value, the formula used, the assumptions (those that
 hold and those that fail — failed assumptions are data, never exceptions), and where a numerical
 accountant can check the same mechanism, the :class:`~privaudit.accounting.mechanisms.Composition`
-to check it with. Spec: ``seed_code.md`` §1.4–1.6 (Upcycled-FL), §2.4–2.5 (PrivateFL), §4.1–4.3 (PFA), §6.
+to check it with. Sources: Upcycled-FL 000 Thm 5.2/5.3 and 003 Thm 6.2/6.3 (with osu-srml/Upcycled-FL@4dd7400:client/avg.py),
+PrivateFL 001 §5 (BHui97/PrivateFL@39711e6:FedServer.py), PFA 004 Theorems 1–2 (Emory-AIMS/PFA@72b3f89:
+common_utils/dpsgd_utils.py); the audit points (U…, P…, F…) are listed in the README.
 """
 
 from __future__ import annotations
@@ -76,10 +78,10 @@ def upcycled_output_perturbation(
     * ``form="tmlr"`` (alias ``"corrected"``): ε = r + 2·sqrt(r·ln(1/δ)) — 003 (TMLR 2024) Thm 6.2 as printed,
       which is also the true minimum over λ of r(λ+1) + ln(1/δ)/λ;
     * ``form="draft"`` (alias ``"printed"``, its older name): ε = 2·sqrt(r·ln(1/δ) + r) — 000 (the ICLR draft)
-      Thm 5.2 as printed, not the minimum (spec U4). 003's Fig. 3 numbers 1.40 / 1.59 are this form at
+      Thm 5.2 as printed, not the minimum (audit point U4). 003's Fig. 3 numbers 1.40 / 1.59 are this form at
       δ = 1e-3 (a δ only the draft states); 003's own form gives 1.373 / 1.562 there.
 
-    Switches (spec U1–U3): ``noise_std`` — s = σ (paper) or s = σ² (reference code,
+    Switches (audit points U1–U3): ``noise_std`` — s = σ (paper) or s = σ² (reference code,
     ``torch.normal(0, sigma**2)`` whose second argument is the std); ``sensitivity`` — Δ = τ/|D| (paper),
     2τ/|D| (replace-one neighbours, the paper's own definition of neighbours), or 2τ (a clipped SGD-trained
     model with no per-example decomposition: the output can move anywhere in the τ-ball).
@@ -158,10 +160,10 @@ def upcycled_objective_perturbation(
     ε = Σ_m (2 α_m u₁ μ + 2.8 u₂) / (|D| μ), for a GLM loss with ‖∇F̂‖ < u₁, |F̂''| ≤ u₂, ‖x‖ ≤ 1,
     u₂ ≤ 0.5|D|μ, noise density ∝ exp(−α‖n‖) in d = #parameters dimensions and the exact minimiser of the
     perturbed strongly convex objective. ``terms="rounds"`` sums one term per perturbed round (M terms);
-    ``terms="printed"`` sums m = 0..M as printed (M + 1 terms, spec U4).
+    ``terms="printed"`` sums m = 0..M as printed (M + 1 terms, audit point U4).
 
     Failed checkable assumptions (μ ≤ 0, u₂ > 0.5|D|μ) are returned, not raised; with μ = 0 the bound is
-    infinite (FedAvg has no proximal term, spec U6e).
+    infinite (FedAvg has no proximal term, audit point U6e).
     """
     if isinstance(rounds, bool) or int(rounds) != rounds or rounds < 1:
         raise InvalidParameterError(f"rounds must be a positive integer, got {rounds}")
@@ -207,7 +209,7 @@ def upcycled_objective_perturbation(
 # PFA
 # --------------------------------------------------------------------------------------------------
 def pfa_reference_noise(sample_rate: float, steps: float, delta: float, epsilon: float) -> float:
-    """The PFA reference code's calibration σ = 10·q·sqrt(T·log₁₀(1/δ))/ε (``compute_noise_multiplier``, spec F1).
+    """The PFA reference code's calibration σ = 10·q·sqrt(T·log₁₀(1/δ))/ε (``compute_noise_multiplier``, audit point F1).
 
     Not an accountant: the constants (10, log base 10) are not those of any theorem; an audit compares the
     ε this σ really gives (through a numerical accountant) with the claimed ε.
@@ -257,7 +259,7 @@ def pfa_theorem1_noise(sample_rate: float, steps: float, delta: float, epsilon: 
 
 
 def expected_client_steps(clients_per_round: int, rounds: int, num_clients: int, local_steps: int) -> float:
-    """PFA's T* = K·T/M local steps per client (an expectation under uniform client sampling, spec F2)."""
+    """PFA's T* = K·T/M local steps per client (an expectation under uniform client sampling, audit point F2)."""
     return clients_per_round * rounds * local_steps / num_clients
 
 
@@ -265,7 +267,7 @@ def expected_client_steps(clients_per_round: int, rounds: int, num_clients: int,
 # PrivateFL
 # --------------------------------------------------------------------------------------------------
 def per_tensor_effective_multiplier(noise_multiplier: float, num_tensors: int) -> ClosedForm:
-    """PrivateFL-CDP's per-tensor clipping (spec P1): L tensors, each clipped to C_k and noised N(0, (σC_k)²).
+    """PrivateFL-CDP's per-tensor clipping (audit point P1): L tensors, each clipped to C_k and noised N(0, (σC_k)²).
 
     Rescaling block k by 1/C_k gives a per-client L2 sensitivity of √L with unit-σ noise on every block, so
     the release is a Gaussian mechanism with effective multiplier σ/√L — independent of the C_k. Correct

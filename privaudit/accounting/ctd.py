@@ -27,13 +27,52 @@ Soundness (every step can only increase δ(ε), so ε is a certified upper bound
   and added to δ, as is the mass at +∞ and an allowance for floating-point noise of the transform.
 
 Many distinct mechanisms are additionally grouped (when there are more than ``max_distinct``) into buckets of
-near-equal Poisson-subsampled Gaussians, each accounted at its least private member (smallest noise, largest
-rate): sound because adding noise is post-processing and a lower sampling rate is a mixture with the identity
-pair (joint convexity of the hockey-stick divergence).
+near-equal subsampled Gaussians with the same kind of dominating pair (below), each accounted at its least
+private member (smallest noise, largest rate): sound because adding noise is post-processing (x ↦ r·x +
+√(1 − r²)·Z maps N(0, 1), N(±s, 1) to N(0, 1), N(±r·s, 1)) and a lower sampling rate is a mixture of the pair
+with the identical pair (N(0, 1), N(0, 1)) (joint convexity of the hockey-stick divergence; for the symmetric
+pairs α ≥ 1 suffices).
 
-Supported: Gaussian, Poisson-subsampled Gaussian (add/remove), Laplace, pure ε-DP. Not (yet): Skellam,
-fixed-size sampling without replacement, Poisson sampling under replace-one — those are refused, so ``auto``
-falls back. Only numpy and scipy.special are used.
+**Dominating pairs** (Zhu, Dong & Wang 2022, "Optimal accounting of differential privacy via characteristic
+function", AISTATS: a pair (P, Q) dominates a mechanism if H_α(M(D) ‖ M(D')) ≤ H_α(P ‖ Q) for every α ≥ 0 and
+every ordered pair of neighbours; the product of dominating pairs dominates the adaptive composition). One step
+sums a batch of records clipped to norm C and adds N(0, σ²C²); in units of σC, with A = (1 − q)·N(0, 1) + q·N(s, 1):
+
+* *Poisson, add/remove* (q the inclusion probability): (A, N(0, 1)) with s = 1/σ for removal and
+  (N(0, 1), A) for addition; both are composed and the larger ε is reported (the direction is the same at every
+  step for one pair of neighbouring datasets).
+* *Poisson, replace-one*: the symmetric pair ((1 − q)·N(0, 1) + q·N(s, 1), (1 − q)·N(0, 1) + q·N(−s, 1)),
+  s = 1/σ — the replaced record is sampled with probability q in both datasets, and its two contributions lie
+  in the ball of radius C around the rest of the batch's sum, at most 2C apart. It is dp-accounting's
+  ``REPLACE_ONE`` pair; privaudit's tests check numerically that it dominates every other placement of the two
+  contributions in that ball.
+* *Fixed-size batches of b = q·n records drawn uniformly without replacement, replace-one*: the symmetrisation
+  of (A, N(0, 1)) with **s = 2/σ**. Couple the batches: draw b − 1 records B' and one more record j from the
+  others; with probability q the batch is B' ∪ {the replaced record}, else B' ∪ {j}. Given (B', j) the two
+  outputs are (1 − q)·N(u) + q·N(v) and (1 − q)·N(u) + q·N(w) with u, v, w the sums with j, x, x' — pairwise
+  up to 2C apart. By joint convexity of the hockey-stick divergence it suffices to bound each such pair, and
+  advanced joint convexity (Balle, Barthe & Gaboardi 2018, "Privacy amplification by subsampling") gives
+  H_{1+q(e^ε−1)} ≤ q·H_{e^ε}(N(2C) ‖ N(0)), which is exactly the value of (A, N(0, 1)) with s = 2/σ
+  (the subsampled pair of the base pair (N(2C), N(0)): Zhu, Dong & Wang 2022's amplification result for
+  sampling without replacement under replace-one); for α < 1 the same holds with the roles swapped.
+  It is attained: if every other record's clipped gradient equals that of x', D' gives N(b·g') and D gives
+  (1 − q)·N(b·g') + q·N(b·g' + g − g') with ‖g − g'‖ = 2C. Since other steps may take the other orientation
+  (every other record looking like x), the pair must dominate both orientations at every α: its privacy
+  profile is max(δ_{A‖N}, δ_{N‖A}) = δ_{A‖N} for ε ≥ 0, that of a symmetric pair (see :func:`_gaussian_pmfs`).
+  This is **not** the Poisson replace-one pair at rate q: a fixed-size batch gives much weaker guarantees
+  (σ = 1, q = 0.01, 1000 steps, δ = 1e-5: ε ≈ 14.8 here, 2.85 for Poisson replace-one; cf. Lebeda, Regehr,
+  Kamath & Steinke 2024, "Avoiding pitfalls for privacy accounting of subsampled mechanisms under composition").
+* *Fixed-size batches, add/remove* (the batch size b is fixed and public; the neighbours hold n and n ± 1
+  records): the same coupling with the added record in place of x shows that the larger dataset's output is
+  (1 − γ)·N(u) + γ·N(v) against N(u) for the smaller one, γ = b / (size of the larger dataset) ≤ q = b/n,
+  ‖v − u‖ ≤ 2C. So (A, N(0, 1)) with s = 2/σ at rate q dominates, in a direction fixed for the whole run:
+  the Poisson add/remove computation with σ/2. It is tight when the neighbour has one record fewer (γ = q).
+
+Under either relation q = 1 means the whole dataset at every step: a plain Gaussian release (sensitivity C
+under add/remove, 2C under replace-one).
+
+Supported: Gaussian, subsampled Gaussian (Poisson or fixed-size without replacement, either relation),
+Laplace, pure ε-DP. Not: Skellam (refused, so ``auto`` falls back to RDP). Only numpy and scipy.special are used.
 """
 
 from __future__ import annotations
@@ -77,6 +116,14 @@ _SECONDS_PER_FFT_POINT = 2e-9  # per point and log2(N) of a forward transform (m
 _CHUNK_BYTES = 48e6
 _HERMITE = np.polynomial.hermite_e.hermegauss(48)
 
+#: Dominating pairs of a subsampled Gaussian step, all with P = (1 − q)·N(0, 1) + q·N(s, 1) (s = Δ/σ):
+#: Q = N(0, 1) composed in both directions (Poisson, add/remove; fixed-size, add/remove with s = 2/σ) ...
+PAIR_ADD_REMOVE = 0
+#: ... Q = (1 − q)·N(0, 1) + q·N(−s, 1), symmetric (Poisson, replace-one) ...
+PAIR_REPLACE = 1
+#: ... the symmetrisation of the add/remove pair with s = 2/σ (fixed-size without replacement, replace-one).
+PAIR_SYMMETRISED = 2
+
 
 # ------------------------------------------------------------------------------------------------
 # Poisson-subsampled Gaussians (q = 1: plain Gaussian), vectorised over mechanisms
@@ -110,6 +157,28 @@ def _u_of_loss(loss: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
         f = np.where(q >= 1.0, loss, f)
         f = np.where(np.isnan(f), -np.inf, f)
         return (f - np.log(q)) / s + s / 2.0
+
+
+def _replace_loss_of_u(u: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Loss of the replace-one Poisson pair, L(u) = ℓ(u) − ℓ(−u): odd and increasing in u."""
+    return _loss_of_u(u, s, q) - _loss_of_u(-u, s, q)
+
+
+def _u_of_replace_loss(loss: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_replace_loss_of_u` for loss ≥ 0.
+
+    With w = s·u and k = (1 − q)·e^{s²/2}/q, e^{L} = (k + e^{w})/(k + e^{−w}); writing w = L/2 + v gives
+    sinh(v) = k·sinh(L/2), so w = L/2 + asinh(k·sinh(L/2)), evaluated in logs where k·sinh(L/2) is large.
+    """
+    loss = np.maximum(np.asarray(loss, dtype=float), 0.0)
+    half = loss / 2.0
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        log_k = np.log1p(-q) - np.log(q) + s * s / 2.0
+        log_x = log_k + half + np.log(-np.expm1(-loss)) - math.log(2.0)  # log(k·sinh(L/2))
+        small = np.arcsinh(np.exp(np.minimum(log_x, 30.0)))
+        large = log_x + np.log1p(np.sqrt(1.0 + np.exp(-2.0 * np.maximum(log_x, 30.0))))
+        w = half + np.where(log_x > 30.0, large, small)
+    return np.where(loss > 0, w, 0.0) / s
 
 
 def _mixture(u1: np.ndarray, u2: np.ndarray, s: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -161,13 +230,22 @@ def _ragged(starts: np.ndarray, counts: np.ndarray, steps: np.ndarray | int = 1)
 
 
 class _GaussianEdges:
-    """u = x/σ and the normal tails at loss-grid edges of Poisson-subsampled Gaussians (one direction)."""
+    """u = x/σ and the normal tails at loss-grid edges of subsampled Gaussians (one direction).
 
-    def __init__(self, mech: np.ndarray, j: np.ndarray, s: np.ndarray, q: np.ndarray, h: float, remove: bool) -> None:
+    Every pair has P = (1 − q)·N(0, 1) + q·N(s, 1) in the remove orientation; Q is N(0, 1) (add/remove pair and
+    its symmetrisation) or (1 − q)·N(0, 1) + q·N(−s, 1) (the replace-one Poisson pair, ``kind == PAIR_REPLACE``).
+    """
+
+    def __init__(self, mech: np.ndarray, j: np.ndarray, s: np.ndarray, q: np.ndarray, kind: np.ndarray, h: float,
+                 remove: bool) -> None:
         self.s, self.q, self.remove = s[mech], q[mech], remove
+        self.rep = kind[mech] == PAIR_REPLACE
         sign = 1.0 if remove else -1.0
         self.u = _u_of_loss(sign * j * h, self.s, self.q)  # add direction: L = −ℓ(u), edge L = j·h sits at u(−j·h)
+        if self.rep.any():
+            self.u[self.rep] = _u_of_replace_loss(j[self.rep] * h, self.s[self.rep], self.q[self.rep])
         self.t0, self.t1 = _tails(self.u), _tails(self.u - self.s)
+        self.t2 = _tails(self.u + self.s) if self.rep.any() else None
 
     def cells(self, i1: np.ndarray, i2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(P-mass, Q-mass) of the loss cells between edges i1 < i2 (in loss)."""
@@ -177,7 +255,15 @@ class _GaussianEdges:
         n0 = _interval(u[i1], u[i2], self.t0[i1], self.t0[i2])
         n1 = _interval(u[i1] - s[i1], u[i2] - s[i2], self.t1[i1], self.t1[i2])
         mix = (1.0 - q[i1]) * n0 + q[i1] * n1
-        return (mix, n0) if self.remove else (n0, mix)
+        if not self.remove:
+            return n0, mix
+        other = n0
+        rep = self.rep[i1]
+        if rep.any():  # Q = (1 − q)·N(0, 1) + q·N(−s, 1)
+            a, b = i1[rep], i2[rep]
+            other = n0.copy()
+            other[rep] = (1.0 - q[a]) * n0[rep] + q[a] * _interval(u[a] + s[a], u[b] + s[b], self.t2[a], self.t2[b])
+        return mix, other
 
     def outside(self, i: np.ndarray, above: bool) -> np.ndarray:
         """P-mass of losses above (``above``) or below the edges ``i``."""
@@ -193,19 +279,34 @@ _BLOCK = 64
 _MERGE_SHARE = 1e-4
 
 
-def _gaussian_pmfs(s: np.ndarray, q: np.ndarray, counts: np.ndarray, h: float, tau: float, remove: bool) -> _Pmfs:
-    """Pmfs of Poisson-subsampled Gaussians (s = Δ/σ, rate q) in one direction (remove: P = mixture).
+def _gaussian_pmfs(s: np.ndarray, q: np.ndarray, kind: np.ndarray, counts: np.ndarray, h: float, tau: float,
+                   remove: bool) -> _Pmfs:
+    """Pmfs of subsampled Gaussians (s = Δ/σ, rate q, pair ``kind``) in one direction (remove: P = mixture).
 
     Cells are h wide where the mass is; in blocks of 64 cells with little mass they are merged into cells of
     up to 64·h (still between grid points, so connect-the-dots stays exact in (P, Q)-mass): the variance they
     add, Σ mass·width²/4, stays within a quarter of the bulk's h²/4.
+
+    The symmetric pairs (``PAIR_REPLACE``, ``PAIR_SYMMETRISED``) are discretised on losses ≥ 0 only (the grid
+    point 0 is an edge, so no cell straddles it) and completed by symmetry: a symmetric pair's loss
+    distribution ω satisfies ω(−y) = e^{−y}·ω(y), so every point y > 0 of mass p gets a mirror at −y of mass
+    e^{−y}·p, and the P-mass left over is an atom at 0. For ε ≥ 0, δ(ε) only sees the points y > 0, where
+    connect-the-dots already bounds it from above; the mirrored distribution is a valid symmetric pair, so it
+    dominates at every ε (its profile at ε < 0 is fixed by the one at −ε). Both directions are then one.
     """
+    if not remove and np.any(kind != PAIR_ADD_REMOVE):  # pragma: no cover - symmetric pairs need one direction
+        raise NumericalFailure("symmetric pairs are composed in one direction only")
     z = _z_tail(tau)
     full = q >= 1.0
     log1mq = np.log1p(-np.where(full, 0.5, q))
+    sym = kind != PAIR_ADD_REMOVE
     if remove:
         top = _loss_of_u(s + z, s, q)
         bottom = np.where(full, _loss_of_u(s - z, s, q), log1mq)
+        rep = kind == PAIR_REPLACE
+        if rep.any():
+            top = np.where(rep, _replace_loss_of_u(s + z, s, q), top)
+        bottom = np.where(sym, 0.0, bottom)
     else:
         top = np.where(full, -_loss_of_u(-np.full_like(s, z), s, q), -log1mq)
         bottom = -_loss_of_u(np.full_like(s, z), s, q)
@@ -215,7 +316,7 @@ def _gaussian_pmfs(s: np.ndarray, q: np.ndarray, counts: np.ndarray, h: float, t
     nblocks = (hi - lo + _BLOCK - 1) // _BLOCK
     bmech, bstart = _ragged(lo, nblocks + 1, _BLOCK)
     bstart = np.minimum(bstart, hi[bmech])
-    coarse = _GaussianEdges(bmech, bstart, s, q, h, remove)
+    coarse = _GaussianEdges(bmech, bstart, s, q, kind, h, remove)
     last_edge = np.cumsum(nblocks + 1) - 1
     is_block = np.ones(bmech.size, dtype=bool)
     is_block[last_edge] = False
@@ -235,7 +336,7 @@ def _gaussian_pmfs(s: np.ndarray, q: np.ndarray, counts: np.ndarray, h: float, t
     j = np.concatenate([fj, hi])
     order = np.lexsort((j, mech))
     mech, j = mech[order], j[order]
-    edges = _GaussianEdges(mech, j, s, q, h, remove)
+    edges = _GaussianEdges(mech, j, s, q, kind, h, remove)
     last = np.zeros(mech.size, dtype=bool)
     last[np.searchsorted(mech, np.arange(s.size), side="right") - 1] = True
     i1 = np.nonzero(~last)[0]
@@ -248,23 +349,52 @@ def _gaussian_pmfs(s: np.ndarray, q: np.ndarray, counts: np.ndarray, h: float, t
     point[i1] += split[: i1.size]
     point[i1 + 1] += split[i1.size:]
     point[first] += below
+    if sym.any():  # mirror the points y > 0 of the symmetric pairs; what is left of their P-mass sits at 0
+        entry = sym[mech]
+        positive = entry & (j > 0)
+        mirrored = point[positive] * np.exp(-j[positive] * h)
+        used = np.bincount(mech[positive], weights=point[positive] + mirrored, minlength=s.size)
+        atom = np.maximum(1.0 - inf_mass - used, 0.0)
+        keep = ~entry | positive
+        owners = np.nonzero(sym)[0]
+        mech = np.concatenate([mech[keep], mech[positive], owners])
+        j = np.concatenate([j[keep], -j[positive], np.zeros(owners.size, dtype=np.int64)])
+        point = np.concatenate([point[keep], mirrored, atom[owners]])
+        lo = np.where(sym, -hi, lo)
     return _Pmfs(mech, j, point, counts.astype(float), inf_mass, lo, hi)
 
 
-def _gaussian_moments(s: np.ndarray, q: np.ndarray, remove: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, variance) of the loss under P (Gauss–Hermite quadrature over the mixture components)."""
+def _gaussian_moments(s: np.ndarray, q: np.ndarray, remove: bool, kind: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, variance) of the loss under P (Gauss–Hermite quadrature over the mixture components).
+
+    For the symmetrised pair E[f(Y)] = E_A[(f(ℓ) + e^{−ℓ}·f(−ℓ))·1{ℓ > 0}] + atom·f(0), with A the remove pair's
+    mixture (the indicator makes the quadrature approximate: these moments only size the grid)."""
     nodes, weights = _HERMITE
     weights = weights / weights.sum()
     u = nodes[None, :]
     s2, q2 = s[:, None], q[:, None]
-    if remove:
+    kind = np.zeros(s.shape, dtype=np.int64) if kind is None else np.asarray(kind)
+    k2 = kind[:, None]
+    if remove or np.any(kind != PAIR_ADD_REMOVE):
         l0, l1 = _loss_of_u(u, s2, q2), _loss_of_u(u + s2, s2, q2)
-        m1 = (1 - q2) * (l0 @ weights)[:, None] + q2 * (l1 @ weights)[:, None]
-        m2 = (1 - q2) * ((l0 ** 2) @ weights)[:, None] + q2 * ((l1 ** 2) @ weights)[:, None]
+        r0, r1 = _replace_loss_of_u(u, s2, q2), _replace_loss_of_u(u + s2, s2, q2)
+        l0 = np.where(k2 == PAIR_REPLACE, r0, l0)
+        l1 = np.where(k2 == PAIR_REPLACE, r1, l1)
+        sym = k2 == PAIR_SYMMETRISED
+        with np.errstate(over="ignore"):
+            f1 = [np.where(sym, np.where(x > 0, x * -np.expm1(-x), 0.0), x) for x in (l0, l1)]
+            f2 = [np.where(sym, np.where(x > 0, x * x * (1.0 + np.exp(-np.maximum(x, 0.0))), 0.0), x * x) for x in (l0, l1)]
+        m1 = (1 - q2[:, 0]) * (f1[0] @ weights) + q2[:, 0] * (f1[1] @ weights)
+        m2 = (1 - q2[:, 0]) * (f2[0] @ weights) + q2[:, 0] * (f2[1] @ weights)
+        if not remove:  # add direction of the add/remove pairs (the symmetric ones are the same both ways)
+            a0 = -_loss_of_u(u, s2, q2)
+            add = kind == PAIR_ADD_REMOVE
+            m1 = np.where(add, a0 @ weights, m1)
+            m2 = np.where(add, (a0 ** 2) @ weights, m2)
     else:
         l0 = -_loss_of_u(u, s2, q2)
-        m1, m2 = (l0 @ weights)[:, None], ((l0 ** 2) @ weights)[:, None]
-    m1, m2 = m1[:, 0], m2[:, 0]
+        m1, m2 = l0 @ weights, (l0 ** 2) @ weights
     return m1, np.maximum(m2 - m1 * m1, 0.0)
 
 
@@ -462,6 +592,7 @@ class _Plan:
     s: np.ndarray
     q: np.ndarray
     counts: np.ndarray
+    kind: np.ndarray  # PAIR_* of every subsampled Gaussian
     pure: list[tuple[float, int]]
     laplace: list[tuple[float, int]]
     notes: list[str]
@@ -490,11 +621,6 @@ class CtdAccountant(Accountant):
         for mechanism, _ in composition:
             if isinstance(mechanism, Skellam):
                 return "no PLD of the Skellam mechanism here (use rdp: Agarwal, Kairouz & Liu 2021, Thm 3.5)"
-            if isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate < 1.0:
-                if mechanism.sampling is not Sampling.POISSON:
-                    return "fixed-size sampling without replacement is not implemented here (use rdp)"
-                if composition.neighbouring is Neighbouring.REPLACE_ONE:
-                    return "Poisson sampling under replace-one is not implemented here (use pld)"
             if isinstance(mechanism, PureDP) and effective_pure_epsilon(mechanism, composition.neighbouring) is None:
                 return f"{mechanism.describe()} says nothing about {composition.neighbouring.value} neighbours"
         return None
@@ -502,7 +628,8 @@ class CtdAccountant(Accountant):
     # -- planning ----------------------------------------------------------------------------------
     def _plan(self, composition: Composition) -> _Plan:
         rel = composition.neighbouring
-        mu_sq, sampled, pure, laplace, notes = 0.0, [], [], [], []
+        mu_sq, pure, laplace, notes = 0.0, [], [], []
+        sampled: dict[int, list[tuple[float, float, int]]] = {}
         for mechanism, count in composition:
             if isinstance(mechanism, Gaussian) or (isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate >= 1.0):
                 z = effective_gaussian_multiplier(mechanism, rel) if isinstance(mechanism, Gaussian) else mechanism.z
@@ -511,7 +638,8 @@ class CtdAccountant(Accountant):
                 mu_sq += 0.0 if math.isinf(z) else count / (z * z)
             elif isinstance(mechanism, SubsampledGaussian):
                 if not math.isinf(mechanism.z):
-                    sampled.append((1.0 / mechanism.z, mechanism.sample_rate, count))
+                    kind, sensitivity = _pair_of(mechanism, rel)
+                    sampled.setdefault(kind, []).append((sensitivity / mechanism.z, mechanism.sample_rate, count))
             elif isinstance(mechanism, Laplace):
                 pure_eps = effective_laplace_epsilon(mechanism, rel)
                 laplace.append((pure_eps, count))
@@ -519,13 +647,18 @@ class CtdAccountant(Accountant):
                 eps = effective_pure_epsilon(mechanism, rel)
                 if eps:
                     pure.append((float(eps), count))
-        if len(sampled) > self.max_distinct:
-            sampled, note = _bucket(sampled, self.max_distinct)
-            notes.append(note)
+        distinct = sum(len(v) for v in sampled.values())
+        if distinct > self.max_distinct:  # each pair kind bucketed apart, in proportion to its share
+            for kind, entries in sampled.items():
+                share = max(1, self.max_distinct * len(entries) // distinct)
+                if len(entries) > share:
+                    sampled[kind], note = _bucket(entries, share)
+                    notes.append(note)
+        rows = [(*entry, kind) for kind, entries in sorted(sampled.items()) for entry in entries]
         if mu_sq > 0:  # plain Gaussians compose exactly into one (Dong, Roth & Su 2022, Cor. 3.3)
-            sampled.append((math.sqrt(mu_sq), 1.0, 1))
-        arr = np.array(sampled, dtype=float).reshape(-1, 3)
-        return _Plan(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), pure, laplace, notes)
+            rows.append((math.sqrt(mu_sq), 1.0, 1, PAIR_ADD_REMOVE))
+        arr = np.array(rows, dtype=float).reshape(-1, 4)
+        return _Plan(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].astype(np.int64), pure, laplace, notes)
 
     def _grid(self, plan: _Plan, delta: float) -> tuple[float, float]:
         """(h, λ guess). h from the loss variance (unless fixed): the spread of connect-the-dots adds at most
@@ -533,8 +666,8 @@ class CtdAccountant(Accountant):
         of the composed loss (only a starting point: the tail bounds are evaluated exactly)."""
         mean, variance, steps = 0.0, 0.0, 0.0
         if plan.s.size:
-            m_remove, v_remove = _gaussian_moments(plan.s, plan.q, True)
-            m_add, v_add = _gaussian_moments(plan.s, plan.q, False)
+            m_remove, v_remove = _gaussian_moments(plan.s, plan.q, True, plan.kind)
+            m_add, v_add = _gaussian_moments(plan.s, plan.q, False, plan.kind)
             mean += float(np.sum(plan.counts * np.maximum(m_remove, m_add)))
             variance += float(np.sum(plan.counts * np.maximum(v_remove, v_add)))
             steps += float(plan.counts.sum())
@@ -561,7 +694,8 @@ class CtdAccountant(Accountant):
             if stop <= start:
                 continue
             deadline.check()
-            chunk = _gaussian_pmfs(plan.s[start:stop], plan.q[start:stop], plan.counts[start:stop], h, tau, remove)
+            chunk = _gaussian_pmfs(plan.s[start:stop], plan.q[start:stop], plan.kind[start:stop], plan.counts[start:stop], h,
+                                   tau, remove)
             chunk.mech += start
             parts.append(chunk)
             entries += chunk.mech.size
@@ -597,7 +731,11 @@ class CtdAccountant(Accountant):
         bottom = np.where(plan.q >= 1, _loss_of_u(plan.s - z, plan.s, plan.q), np.log1p(-np.minimum(plan.q, 0.5)))
         add_bottom = -_loss_of_u(np.full_like(plan.s, z), plan.s, plan.q)
         add_top = np.where(plan.q >= 1, top - bottom + add_bottom, -np.log1p(-np.minimum(plan.q, 0.5)))
-        return np.maximum(top - bottom, add_top - add_bottom) / h + 4.0
+        span = np.maximum(top - bottom, add_top - add_bottom)
+        # symmetric pairs: the half y ≥ 0 is discretised, then mirrored
+        span = np.where(plan.kind == PAIR_SYMMETRISED, 2.0 * top, span)
+        span = np.where(plan.kind == PAIR_REPLACE, 2.0 * _replace_loss_of_u(plan.s + z, plan.s, plan.q), span)
+        return span / h + 4.0
 
     def _composed(self, composition: Composition, delta: float) -> tuple[list[_Composed], dict, list[str]]:
         limits = self.limits
@@ -608,7 +746,8 @@ class CtdAccountant(Accountant):
         extra = sum(2 * eps / h + 4 for eps, _ in plan.pure + plan.laplace)
         limits.check_memory("discretising the pure/Laplace releases", extra * _BYTES_PER_BIN)
         limits.check_time("discretising the privacy-loss distributions", (float(cells.sum()) + extra) * _SECONDS_PER_BIN)
-        symmetric = not plan.s.size
+        # symmetric pairs (plain Gaussians, replace-one pairs, Laplace, pure) need one direction
+        symmetric = not np.any((plan.kind == PAIR_ADD_REMOVE) & (plan.q < 1.0))
         directions = (True,) if symmetric else (True, False)
         out = []
         for remove in directions:
@@ -636,6 +775,13 @@ class CtdAccountant(Accountant):
             return DeltaResult(self.name, d, epsilon, lower=d, estimate=d, notes=(EXACT_NOTE,))
         composed, _, notes = self._composed(composition, 1e-10)
         return DeltaResult(self.name, max(_delta_from(c, epsilon) for c in composed), epsilon, notes=tuple(notes))
+
+
+def _pair_of(mechanism: SubsampledGaussian, rel: Neighbouring) -> tuple[int, float]:
+    """(pair kind, sensitivity s·σ) of one subsampled step with q < 1 (see the module docstring, *Dominating pairs*)."""
+    if mechanism.sampling is Sampling.POISSON:
+        return (PAIR_REPLACE if rel is Neighbouring.REPLACE_ONE else PAIR_ADD_REMOVE), 1.0
+    return (PAIR_SYMMETRISED if rel is Neighbouring.REPLACE_ONE else PAIR_ADD_REMOVE), 2.0
 
 
 EXACT_NOTE = "exact: a composition of Gaussian mechanisms is one Gaussian mechanism (Balle & Wang 2018)"

@@ -9,9 +9,9 @@ into a :class:`~privaudit.accounting.mechanisms.Composition`, and asks an accoun
 Two rules are enforced here rather than left to callers:
 
 * the summary of a federation is ``max`` over clients (with the mean beside it) — never ε evaluated
-  at the mean client (the Upcycled-FL ε̄ mistake, spec U8);
+  at the mean client (the Upcycled-FL ε̄ mistake, audit point U8);
 * an event marked ``valid=False`` (for example noise scaled by an unprivatised, data-dependent clip
-  norm, spec P2) makes that client's ε *not valid*: it is reported, never silently used.
+  norm, audit point P2) makes that client's ε *not valid*: it is reported, never silently used.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A mechanism describes *one* release; :class:`Composition` is a sequence of ``(mechanism, count)``
 pairs plus the neighbouring relation the guarantee is stated for. Parameters carry their meaning in
 their names, so a Laplace *scale* can never be passed where a per-step ε is expected (the
-``LaplaceMechanism(mu=...)`` footgun of prv-accountant, spec ``accountants.md`` §2.6).
+``LaplaceMechanism(mu=...)`` footgun of prv-accountant, whose ``mu`` is Δ/b, not the scale b).
 
 Sensitivities are stated under **add/remove-one** neighbours. Under **replace-one** neighbours a record
 can be removed and another added, so the L2 (Gaussian) or L1 (Laplace) sensitivity doubles
@@ -98,9 +98,12 @@ class Gaussian:
 class SubsampledGaussian:
     """DP-SGD step: sample records at rate ``sample_rate``, add Gaussian noise of multiplier ``noise_multiplier``.
 
-    ``sampling`` is ``poisson`` (each record independently with probability q; add/remove neighbours) or
-    ``fixed_size_without_replacement`` (a batch of q·n records; analysed under replace-one neighbours,
-    Wang, Balle & Kasiviswanathan 2019).
+    ``sampling`` is ``poisson`` (each record independently with probability q) or
+    ``fixed_size_without_replacement`` (a batch of b = q·n records drawn uniformly without replacement; b is
+    fixed, so under add/remove neighbours an added record displaces another). Both are accounted under either
+    relation; q = 1 is the whole dataset at every step (a plain Gaussian release). The dominating pairs are
+    derived in :mod:`privaudit.accounting.ctd`: a fixed-size step moves the sum by up to 2C (a record in the
+    batch replaced by any other), so it is far less private than a Poisson step at the same q.
     """
 
     noise_multiplier: float

@@ -6,7 +6,7 @@ Returns a certified interval (lower, estimate, upper) for ε. What privaudit add
   (μ² = Σ count/z²), whose ε is exact (Balle & Wang 2018, Thm 8); no discretisation is run.
 * **A relative error target.** A first pass with ``eps_error = 0.1`` gives ε̂; if 0.1 is more than
   ``relative_error``·ε̂, a second pass runs with ``eps_error = max(relative_error·ε̂, 1e-3)``.
-* **Known failures are caught and named** (spec accountants.md §3.1): prv-accountant 0.2.0's "Discrete
+* **Known failures are caught and named** (microsoft/prv_accountant issues #14, #17, #36): prv-accountant 0.2.0's "Discrete
   mean differs from continuous mean significantly" (issue #36, fixed upstream but never released), memory
   exhaustion (predicted from the grid size before running), overflow, and intervals inconsistent with a
   rigorous bound (a lower end above the RDP upper bound). Each becomes a
@@ -14,7 +14,8 @@ Returns a certified interval (lower, estimate, upper) for ε. What privaudit add
 * **The tighter of two certified bounds.** The reported ε is min(PRV upper, RDP), with a note when RDP won.
 
 The Laplace mechanism is passed as prv-accountant's ``LaplaceMechanism(mu=Δ/b)`` — its ``mu`` is the
-per-release ε, not the noise scale (spec accountants.md §2.6); privaudit's :class:`Laplace` carries the
+per-release ε, not the noise scale (passing the scale b = 10 gives ε ≈ 960 for 100 releases instead of
+4.2); privaudit's :class:`Laplace` carries the
 scale, and the conversion happens here, once.
 """
 
@@ -87,10 +88,9 @@ class PrvAccountant(Accountant):
             if isinstance(mechanism, Skellam):
                 return "prv-accountant has no Skellam mechanism (use rdp: Agarwal, Kairouz & Liu 2021, Thm 3.5)"
             if isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate < 1.0:
-                if mechanism.sampling is not Sampling.POISSON:
-                    return "prv-accountant has no analysis of fixed-size sampling without replacement (use rdp)"
                 if composition.neighbouring is Neighbouring.REPLACE_ONE:
-                    return "prv-accountant's subsampled Gaussian is the add/remove pair only (use pld for replace-one)"
+                    return ("prv-accountant's subsampled Gaussian is the add/remove pair only; replace-one needs a "
+                            "symmetric pair (use ctd or pld)")
             elif isinstance(mechanism, PureDP) and effective_pure_epsilon(mechanism, composition.neighbouring) is None:
                 return f"{mechanism.describe()} says nothing about {composition.neighbouring.value} neighbours"
         return None
@@ -112,7 +112,9 @@ class PrvAccountant(Accountant):
             if isinstance(mechanism, SubsampledGaussian):
                 if math.isinf(mechanism.z):
                     continue
-                prvs.append(prv_lib.PoissonSubsampledGaussianMechanism(sampling_probability=mechanism.sample_rate, noise_multiplier=mechanism.z))
+                # fixed-size batches under add/remove: the Poisson pair with sensitivity 2, i.e. σ/2 (ctd module docstring)
+                z = mechanism.z / 2.0 if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT else mechanism.z
+                prvs.append(prv_lib.PoissonSubsampledGaussianMechanism(sampling_probability=mechanism.sample_rate, noise_multiplier=z))
             elif isinstance(mechanism, Laplace):
                 # prv-accountant's mu is the per-release ε = Δ/b, not the Laplace scale b.
                 prvs.append(prv_lib.LaplaceMechanism(mu=effective_laplace_epsilon(mechanism, composition.neighbouring)))

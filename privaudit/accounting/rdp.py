@@ -81,9 +81,6 @@ def rdp_unsupported_reason(mechanism: Mechanism, neighbouring: Neighbouring) -> 
         if mechanism.sampling is Sampling.POISSON and neighbouring is Neighbouring.REPLACE_ONE and mechanism.sample_rate < 1:
             return ("RDP of Poisson subsampling is implemented for add/remove neighbours only "
                     "(use the pld accountant for replace-one)")
-        if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT and neighbouring is Neighbouring.ADD_REMOVE:
-            return ("fixed-size sampling without replacement is analysed under replace-one neighbours "
-                    "(Wang, Balle & Kasiviswanathan 2019); state --neighbouring replace-one")
         return None
     if isinstance(mechanism, PureDP) and effective_pure_epsilon(mechanism, neighbouring) is None:
         return f"{mechanism.describe()} says nothing about {neighbouring.value} neighbours"
@@ -96,7 +93,11 @@ def _single_curve(mechanism: Mechanism, neighbouring: Neighbouring, orders: np.n
     if isinstance(mechanism, Gaussian):
         return rdp_math.rdp_gaussian(effective_gaussian_multiplier(mechanism, neighbouring), orders)
     if isinstance(mechanism, SubsampledGaussian):
-        if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT:
+        if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT and mechanism.sample_rate < 1.0:
+            if neighbouring is Neighbouring.ADD_REMOVE:
+                # a record added to a fixed-size batch displaces another: the Poisson add/remove pair with
+                # sensitivity 2 at rate q ≥ b/(n + 1) (ctd module docstring, *Dominating pairs*), i.e. MTZ at σ/2
+                return rdp_math.rdp_poisson_subsampled_gaussian(mechanism.sample_rate, mechanism.z / 2.0, orders)
             return rdp_math.rdp_sampled_without_replacement_gaussian(mechanism.sample_rate, mechanism.z, orders)
         if mechanism.sample_rate >= 1.0:  # q = 1: a plain Gaussian release (replace-one doubles sensitivity)
             z = mechanism.z / 2.0 if neighbouring is Neighbouring.REPLACE_ONE else mechanism.z

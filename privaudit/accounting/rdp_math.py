@@ -313,7 +313,7 @@ def rdp_sampled_without_replacement_gaussian(q: float, z: float, orders: np.ndar
         alpha = max(2, math.ceil(a - 1e-12))
         if alpha not in cache:
             e2 = base(2)
-            log_second = 2 * math.log(q) + math.log(alpha * (alpha - 1) / 2.0) + min(math.log(4.0) + math.log(math.expm1(e2)), math.log(2.0) + e2)
+            log_second = 2 * math.log(q) + math.log(alpha * (alpha - 1) / 2.0) + min(math.log(4.0) + e2 + math.log(-math.expm1(-e2)), math.log(2.0) + e2)  # log(e^{e2} − 1) without overflow
             terms = [0.0, log_second]
             if alpha >= 3:
                 j = np.arange(3, alpha + 1, dtype=float)

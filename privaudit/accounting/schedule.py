@@ -59,9 +59,11 @@ def composition_from_json(data: Any) -> Composition:
 def load_schedule(path: str | Path) -> Composition:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidParameterError(f"cannot read schedule file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError(f"schedule file {path} is not UTF-8 text (byte {exc.start}); give a JSON file") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

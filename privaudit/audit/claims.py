@@ -1,7 +1,7 @@
 """The claims registry: each privacy claim of the seed papers, as data.
 
 A :class:`Claim` records where the claim is made (paper, seed file, theorem/figure), what it says, the
-mechanism and its parameters, the claimed (ε, δ), the assumptions it rests on, the spec's audit points,
+mechanism and its parameters, the claimed (ε, δ), the assumptions it rests on, the audit points it tests (``spec_points``, listed in the README),
 the paper's own words (:class:`Quote`: the verbatim sentence, table cell or formula, with its seed file and
 section), where every number comes from (:class:`Number`: *stated* by the paper, with where, or *chosen* by
 privaudit, with why — a δ the paper never gives is chosen, never passed off as the paper's), and the *recipe*
@@ -14,8 +14,9 @@ Claims whose training code has not landed are listed as ``pending`` with the rea
 ``requires`` modules are missing); they are never faked. Suites (``privaudit.audit.suites``) take their
 members from each claim's ``suites`` entries.
 
-Sources: spec ``seed_code.md`` §0 (findings table), §1.4–1.6 (Upcycled-FL U1–U10), §2.4–2.5 (PrivateFL
-P1–P10), §3.2–3.3 (FedReg R1–R6), §4.1–4.3 (PFA F1–F6).
+Sources: the papers (seed files 000–004, cited in full in the README) and their reference code
+(osu-srml/Upcycled-FL@4dd7400, BHui97/PrivateFL, Zoesgithub/FedReg@34b081f, Emory-AIMS/PFA@72b3f89); the audit
+points U1–U10 (Upcycled-FL), P1–P10 (PrivateFL), R1–R6 (FedReg) and F1–F6 (PFA) are listed in the README.
 """
 
 from __future__ import annotations

@@ -165,15 +165,6 @@ class PendingPart:
         return {"part": self.part_id, "title": self.title, "reason": self.reason}
 
 
-def pending_unless(requirements: Sequence[Requirement], part_id: str, title: str,
-                   build: Callable[[], Reading]) -> Reading | PendingPart:
-    """``build()`` if every requirement is present, else a :class:`PendingPart` naming the missing ones."""
-    absent = missing(requirements)
-    if absent:
-        return PendingPart(part_id, title, "; ".join(r.reason() for r in absent))
-    return build()
-
-
 @dataclass(frozen=True)
 class ClaimDetails:
     """Claim-level numbers a recipe adds to the result (e.g. the paper's comparison under each reading)."""

@@ -18,13 +18,15 @@ from typing import Any
 
 import typer
 
-from privaudit.cli.common import cli_errors, print_json
+from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json, save_outputs
 from privaudit.errors import InvalidParameterError
 
 #: Modules that add further ``privaudit attack <family>`` sub-commands via ``register(attack_app)``.
 SUBCOMMAND_MODULES: tuple[str, ...] = ("privaudit.cli.attack_inversion",)
 
 MEMBERSHIP_ATTACKS = ("loss", "confidence", "entropy", "modified-entropy", "lira")
+#: The files ``--out`` receives (``attacks.membership.run``); LiRA keeps its shadow trials in ``--out``/shadows.
+OUT_FILES = ("membership-attack.json", "membership-scores.npz")
 EXECUTORS = ("in-process", "process", "ray")
 THREAT_MODELS = ("final-model", "client-releases")
 
@@ -43,8 +45,8 @@ def _attack_group() -> None:
 
 
 def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, threat_model: str, max_examples: int | None,
-                  threads: int) -> None:
-    """Cheap checks before anything is loaded; each failure is one line and exit code 2."""
+                  threads: int, out: Path | None = None) -> None:
+    """Cheap checks before anything is loaded, ``--out`` included; each failure is one line and exit code 2."""
     if attack not in MEMBERSHIP_ATTACKS:
         raise InvalidParameterError(f"unknown membership attack {attack!r}; choose one of: {', '.join(MEMBERSHIP_ATTACKS)}")
     if threat_model not in THREAT_MODELS:
@@ -61,6 +63,10 @@ def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, th
         raise InvalidParameterError(f"--max-examples must be at least 1, got {max_examples}")
     if threads < 1:
         raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
+    if out is not None:
+        check_out_folder(out, OUT_FILES)
+        if (out / "shadows").is_file():
+            raise InvalidParameterError(f"--out {out}: {out / 'shadows'} is a file; LiRA keeps its shadow trials in that folder")
 
     from privaudit.fl.engine.checkpoint import read_manifest
 
@@ -145,7 +151,7 @@ def membership(
 ) -> None:
     """Membership inference on a trained federation's records; writes a membership-attack result."""
     attack = attack.strip().lower()
-    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads)
+    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads, out)
     import torch
 
     from attacks.membership.releases import CheckpointReleases
@@ -165,15 +171,19 @@ def membership(
     config = {"checkpoint": str(checkpoint), "attack": attack, "threat_model": threat_model, "round": round_,
               "max_examples": max_examples, "seed": seed, **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
     intervals = _bootstrap_intervals(scores, seed)
-    result_path = None
-    if out is not None:
-        result_path, _ = write_membership_attack(out, scores, title=f"membership attack {attack} on {checkpoint}", config=config,
-                                                 seed=seed, intervals=intervals)
-    data = membership_attack_data(scores, scores_file=None if out is None else "membership-scores.npz", intervals=intervals)
-    if json_:
+    saved = None
+    if out is not None:  # checked before the attack; should writing fail now anyway, the result is kept elsewhere
+        saved = save_outputs(lambda folder: write_membership_attack(folder, scores, title=f"membership attack {attack} on {checkpoint}",
+                                                                    config=config, seed=seed, intervals=intervals)[0],
+                             out, command="attack-membership")
+    result_path = None if saved is None else saved.value
+    data = membership_attack_data(scores, scores_file=None if result_path is None else "membership-scores.npz", intervals=intervals)
+    if json_ or (saved is not None and saved.value is None):
         print_json({k: v for k, v in data.items() if k != "roc"} | {"result": None if result_path is None else str(result_path)})
-        return
-    _print_summary(data, result_path)
+    else:
+        _print_summary(data, result_path)
+    if saved is not None and saved.problem:
+        raise fail(saved.problem)
 
 
 def register(app: typer.Typer) -> None:

@@ -30,8 +30,9 @@ from typing import Any
 
 import typer
 
-from privaudit.cli.common import cli_errors, print_json
+from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json, save_outputs
 from privaudit.errors import InvalidParameterError
+from privaudit.progress import progress_bar
 
 #: Must equal ``attacks.inversion.registry.ATTACKS`` (a test checks); kept here so validation needs no torch.
 ATTACK_NAMES: tuple[str, ...] = ("analytic", "label", "dlg", "ig", "adaptive-mg")
@@ -314,6 +315,8 @@ def register(attack_app: typer.Typer) -> None:
                 raise InvalidParameterError("--client and --round apply to checkpoint mode (--checkpoint)")
             sigma = _check_defence(defense)
         _check_device(device)
+        if out is not None:
+            check_out_folder(out, (RESULT_FILE, GRID_FILE))  # before the attack, not after it
         import time
 
         import torch
@@ -342,8 +345,9 @@ def register(attack_app: typer.Typer) -> None:
                     notes = [n for n in notes if not n.startswith(f"algorithm {context['algorithm']}:")]
                 notes = [*notes, *run_notes]
             attack_obj = build_attack(attack_name, device=device, **options)
-            with _progress(quiet, 1, f"{attack_name} on client {client}, round {round_}") as advance:
-                scored = attack_and_score(attack_obj, [(payload, inputs, labels)], spec, seed=seed, progress=advance)
+            with progress_bar(f"{attack_name} on client {client}, round {round_}", 1, enabled=not quiet,
+                              transient=True) as bar:
+                scored = attack_and_score(attack_obj, [(payload, inputs, labels)], spec, seed=seed, progress=bar.set)
             records, psnr, ssim = scored.records, scored.psnr, scored.ssim
             truth, recon, label_scores = scored.ground_truth, scored.reconstructions, scored.label_scores
             defense_label = f"{context['algorithm']} (privacy: {context['privacy']})"
@@ -363,8 +367,8 @@ def register(attack_app: typer.Typer) -> None:
 
                 info = load_dataset(dataset, seed=seed)
                 _check_analytic(model, tuple(info.input_shape), int(info.num_classes))
-            with _progress(quiet, count, f"{attack_name} vs {defense}") as advance:
-                run = run_inversion(config, progress=advance)
+            with progress_bar(f"{attack_name} vs {defense}", count, enabled=not quiet, transient=True) as bar:
+                run = run_inversion(config, progress=bar.set)
             records, psnr, ssim = run.updates, run.psnr, run.ssim
             truth, recon = run.ground_truth, run.reconstructions
             label_scores = [run.label_accuracy] if run.label_accuracy is not None else []
@@ -375,50 +379,35 @@ def register(attack_app: typer.Typer) -> None:
                       "images": count}
             title = f"inversion {attack_name} vs {defense} on {dataset} ({model})"
         seconds = time.perf_counter() - start
-        grid = None
-        if out is not None and recon is not None:
-            save_image_grid(out / GRID_FILE, [("ground truth", truth), (f"{attack_name}\n{defense_label}", recon)],
-                            psnr=[None, psnr], title=title)
-            grid = GRID_FILE
         data = {
             "attack": attack_name, "defense": defense_label, "psnr": psnr, "ssim": ssim,
             "psnr_mean": _mean(psnr), "ssim_mean": _mean(ssim),
             "label_accuracy": _mean(label_scores), "epsilon": epsilon, "delta": DELTA if epsilon is not None else None,
-            "per_image": _per_image(records, psnr, ssim), "grid": grid, "device": device, "iterations": iterations,
+            "per_image": _per_image(records, psnr, ssim), "grid": None, "device": device, "iterations": iterations,
             "seconds": seconds, "notes": notes, **source,
         }
-        result_path = None
+        saved = None
         if out is not None:
             from privaudit.report.results import make_result, write_result
 
             config_record = {"dataset": dataset, "model": model, "defense": defense, "attack": attack_name, "images": images,
                              "iterations": iterations, "checkpoint": None if checkpoint is None else str(checkpoint),
                              "client": client, "round": round_, "labels_known": labels_known, "seed": seed, "device": device}
-            result_path = write_result(out / RESULT_FILE, make_result("inversion", title, data, config_record, seed=seed))
-        if json_:
+
+            def write(folder: Path) -> Path:
+                data["grid"] = None  # set again once the grid is in this folder
+                if recon is not None:
+                    save_image_grid(folder / GRID_FILE, [("ground truth", truth), (f"{attack_name}\n{defense_label}", recon)],
+                                    psnr=[None, psnr], title=title)
+                    data["grid"] = GRID_FILE
+                return write_result(folder / RESULT_FILE, make_result("inversion", title, data, config_record, seed=seed))
+
+            # --out was checked before the attack; should writing fail now anyway, the result is kept elsewhere
+            saved = save_outputs(write, out, command="attack-inversion")
+        result_path = None if saved is None else saved.value
+        if json_ or (saved is not None and saved.value is None):
             print_json(data | {"result": None if result_path is None else str(result_path)})
-            return
-        _print_table(data, result_path)
-
-
-class _progress:
-    """A rich progress bar over attacked updates; ``advance(k)`` sets k done (no-op when quiet)."""
-
-    def __init__(self, quiet: bool, total: int, description: str) -> None:
-        self.quiet, self.total, self.description = quiet, total, description
-        self.bar = None
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        if self.quiet:
-            return lambda k: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            transient=True)
-        self.bar.__enter__()
-        task = self.bar.add_task(self.description, total=self.total)
-        return lambda k: self.bar.update(task, completed=k)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+        else:
+            _print_table(data, result_path)
+        if saved is not None and saved.problem:
+            raise fail(saved.problem)

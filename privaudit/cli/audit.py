@@ -151,6 +151,7 @@ def register(app: typer.Typer) -> None:
         from privaudit.audit.runner import AuditSettings, check_executor, run_claim, run_suite
 
         check_executor(executor)
+        _check_writable(Path(out) / f"{claim or suite}.json")  # before the trials, not after them
         settings = AuditSettings(trials=trials, significance=alpha, seed=seed, executor=executor, workers=workers,
                                  address=address, out=out, power_trials=power_trials, progress=not quiet, torch_threads=threads)
         if mode == "--claim":

@@ -318,7 +318,7 @@ def register(app: typer.Typer) -> None:
         eps_error: float | None = typer.Option(None, "--eps-error", help="ε error bound of the prv accountant (default: 0.5 % of ε, at least 1e-3)."),
         time_limit: float = typer.Option(30.0, "--time-limit", help="Seconds an accountant (or a calibration) may run before it declines; auto then falls back."),
         neighbouring: str = typer.Option("add-remove", "--neighbouring", help="add-remove or replace-one (doubles Gaussian/Laplace sensitivity)."),
-        sampling: str | None = typer.Option(None, "--sampling", help="poisson (default) or fixed-size (without replacement; replace-one)."),
+        sampling: str | None = typer.Option(None, "--sampling", help="poisson (default) or fixed-size (a batch of q·n drawn without replacement; either --neighbouring)."),
         tensors: int | None = typer.Option(None, "--tensors", help="Noise added per tensor to L separately clipped tensors: effective σ/√L (PrivateFL CDP)."),
         scale: float | None = typer.Option(None, "--scale", help="Laplace noise scale b."),
         sensitivity: str | None = typer.Option(None, "--sensitivity", help="A number (gaussian, laplace) or paper|replace-one|clipped-model (upcycled-output)."),

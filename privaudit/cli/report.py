@@ -1,4 +1,8 @@
-"""``privaudit report``: render result files or audit directories into Markdown + HTML + merged JSON."""
+"""``privaudit report``: render result files, audit directories or a report's own merged ``results.json``.
+
+Two outputs: a report directory (``--out DIR``: report.md, report.html, results.json, figures/) or, for one evidence
+result file, its standalone page (``--out reports/<name>.md``: the Markdown and its figures beside it).
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,33 @@ from pathlib import Path
 
 import typer
 
-from privaudit.cli.common import cli_errors
+from privaudit.cli.common import check_out_folder, cli_errors
 
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
     @cli_errors
     def report(
-        inputs: list[Path] = typer.Argument(..., help="Result JSON files and/or directories that contain them."),
-        out: Path = typer.Option(Path("reports/report"), "--out", help="Output directory (report.md, report.html, results.json, figures/)."),
-        title: str = typer.Option("privaudit audit report", "--title", help="Report title."),
+        inputs: list[Path] = typer.Argument(..., help="Result JSON files, directories that contain them, or a report's merged results.json."),
+        out: Path = typer.Option(Path("reports/report"), "--out",
+                                 help="Output directory (report.md, report.html, results.json, figures/); a path ending in .md "
+                                      "renders one evidence result as its page (e.g. reports/evidence/pfa.json --out reports/pfa.md)."),
+        title: str = typer.Option("privaudit audit report", "--title", help="Report title (report directories only)."),
+        note: str | None = typer.Option(None, "--note", help="A paragraph under the title, e.g. how to regenerate the report "
+                                                            "(report directories only)."),
     ) -> None:
         """Render any set of privaudit results into one report (Markdown and one self-contained HTML file)."""
         from rich.console import Console
 
-        from privaudit.report.build import build_report
+        from privaudit.report.build import build_page, build_report
 
-        files = build_report(list(inputs), out, title=title)
+        check_out_folder(out.parent if out.suffix == ".md" else out)  # before reading and rendering, not after
         console = Console()
+        if out.suffix == ".md":
+            page = build_page(list(inputs), out)
+            console.print(f"page: {page.markdown}  ({len(page.images)} figures)")
+            return
+        files = build_report(list(inputs), out, title=title, note=note)
         console.print(f"report: {files.markdown}  ·  {files.html}  ·  {files.merged}  ({len(files.figures)} figures)")
         if files.missing:
             console.print(f"[dim]no results for: {', '.join(files.missing)}[/dim]")

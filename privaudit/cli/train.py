@@ -5,13 +5,15 @@ evaluated round, from the manifest's metrics) that ``privaudit report`` renders 
 
 Algorithm and privacy flags are not written out here: they come from the algorithm and privacy registries
 (:mod:`privaudit.fl.algorithms.registry`, :mod:`privaudit.fl.privacy.registry`), so an algorithm with its own
-options appears on the command line by registering its spec. Only torch-free modules are imported when the
-CLI starts; data, models and training are imported when the command runs.
+options appears on the command line by registering its spec. Every algorithm and privatizer runs through the
+one entry point :func:`privaudit.fl.engine.run.run_training`; what a paper adds comes from its algorithm: the
+settings its paper uses where no flag is given (its spec's ``train_defaults``), its privacy modes, and the rows
+it adds to the summary (``summary_rows``). Only torch-free modules are imported when the CLI starts; data,
+models and training are imported when the command runs.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from pathlib import Path
 from typing import Any
@@ -37,21 +39,21 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("dataset", str | None, None, "--dataset", help="Dataset, e.g. synthetic:0.5,0.5, synthetic:iid, digits, mnist:<root> (see --list)."),
         option("rounds", int | None, None, "--rounds", help="Iterations of the round loop (Upcycled-X trains in the odd ones)."),
         option("model", str | None, None, "--model", help="Model name (default: the dataset's default model)."),
-        option("privacy", str, "none", "--privacy", help="Privacy mechanism: none, dp-sgd, output-perturbation, objective-perturbation (PrivateFL: none, ldp, cdp, ddp)."),
+        option("privacy", str, "none", "--privacy", help="Privacy mechanism (see --list), or the algorithm's own mode (PrivateFL: none, ldp, cdp, ddp)."),
         option("clients_per_round", float, 1.0, "--clients-per-round", help="Fraction q of clients sampled per training round."),
-        option("sampling", str, "fixed-size", "--sampling", help="Client sampling: fixed-size (⌊qN⌋ without replacement) or poisson."),
+        option("sampling", str | None, None, "--sampling", help="Client sampling: fixed-size (⌊qN⌋ without replacement; default) or poisson (PrivateFL-CDP dp-fedavg's default)."),
         option("stragglers", float, 0.0, "--stragglers", help="Probability that a sampled client runs a random number of epochs < E."),
         option("local_epochs", int | None, None, "--local-epochs", help="Local epochs E (default 10; PrivateFL 1)."),
-        option("batch_size", int | None, None, "--batch-size", help="Local mini-batch size (default 32; PrivateFL 64)."),
-        option("lr", float | None, None, "--lr", help="Local learning rate (default 0.01; PrivateFL 0.1, CDP 0.005)."),
-        option("momentum", float | None, None, "--momentum", help="Local SGD momentum (default 0.5 as Upcycled-FL; PrivateFL 0)."),
+        option("batch_size", int | None, None, "--batch-size", help="Local mini-batch size (default 32; PrivateFL 64, PFA 8)."),
+        option("lr", float | None, None, "--lr", help="Local learning rate (default 0.01; PrivateFL 0.1, CDP 0.005; PFA 0.1)."),
+        option("momentum", float | None, None, "--momentum", help="Local SGD momentum (default 0.5 as Upcycled-FL; PrivateFL and PFA 0)."),
         option("seed", int, 0, "--seed", help="Seed of sampling, stragglers, shuffling, noise and model initialisation."),
         option("data_seed", int, 0, "--data-seed", help="Seed of the data generator / partition (kept fixed across training seeds)."),
         option("num_clients", int | None, None, "--num-clients", "--clients", help="Number of clients (pooled datasets)."),
         option("partition", str | None, None, "--partition", help="Partition of a pooled dataset, e.g. iid, shards:2, classes:2, dirichlet:0.5."),
         option("classes_per_client", int | None, None, "--classes-per-client", help="N classes per client (PrivateFL's split: --partition classes:N)."),
         option("dataset_option", list[str] | None, None, "--dataset-option", help="Extra dataset option KEY=VALUE (repeatable), e.g. dim=20."),
-        option("execution", str, "auto", "--execution", help="auto, batched (stacked clients) or sequential."),
+        option("execution", str | None, None, "--execution", help="auto (default; PrivateFL: sequential), batched (stacked clients) or sequential."),
         option("eval_every", int, 1, "--eval-every", help="Evaluate the global model every k iterations (and after the last)."),
         option("eval_train_loss", bool, False, "--eval-train-loss", help="Also evaluate on every client's training data (as the Upcycled-FL code publishes)."),
         option("out", Path | None, None, "--out", help="Checkpoint directory to write (with DIR/training.json, a 'training' result for privaudit report)."),
@@ -82,15 +84,14 @@ def _registry_parameters() -> tuple[list[inspect.Parameter], set[str], set[str]]
     return parameters, algorithm_names, privacy_names
 
 
-#: Local-training defaults of ``train`` when an algorithm brings none of its own.
-_LOCAL_DEFAULTS = {"local_epochs": 10, "batch_size": 32, "lr": 0.01, "momentum": 0.5}
+#: ``train``'s settings where neither a flag nor the algorithm's spec (``train_defaults``) gives one.
+_DEFAULTS = {"local_epochs": 10, "batch_size": 32, "lr": 0.01, "momentum": 0.5, "execution": "auto", "sampling": "fixed-size"}
 
 
-def _local_settings(kwargs: dict[str, Any], algorithm_defaults: Any) -> dict[str, Any]:
-    """LocalTrainingConfig fields: the flags given, else the algorithm's defaults (given its --privacy), else train's."""
-    defaults = {**_LOCAL_DEFAULTS, **(algorithm_defaults(kwargs["privacy"]) if algorithm_defaults else {})}
-    picked = {k: kwargs[k] if kwargs[k] is not None else defaults[k] for k in _LOCAL_DEFAULTS}
-    return {"epochs": picked["local_epochs"], "batch_size": picked["batch_size"], "lr": picked["lr"], "momentum": picked["momentum"]}
+def _settings(kwargs: dict[str, Any], algorithm_defaults: dict[str, Any]) -> dict[str, Any]:
+    """The flags of :data:`_DEFAULTS` given, else the algorithm's defaults (for its --privacy and options), else train's."""
+    defaults = {**_DEFAULTS, **{k: v for k, v in algorithm_defaults.items() if k in _DEFAULTS}}
+    return {k: kwargs[k] if kwargs[k] is not None else defaults[k] for k in _DEFAULTS}
 
 
 def _parse_dataset_options(items: list[str] | None) -> dict[str, Any]:
@@ -190,15 +191,13 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError(f"--threads must be at least 1, got {kwargs['threads']}")
         import torch
 
+        from privaudit.fl.algorithms.registry import algorithm_spec
         from privaudit.fl.engine.config import LocalTrainingConfig
         from privaudit.fl.engine.run import TrainSpec, run_training
 
         torch.set_num_threads(kwargs["threads"])
-        from privaudit.papers.pfa.specs import LOCAL_DEFAULTS as PFA_LOCAL_DEFAULTS
-        from privaudit.papers.privatefl.specs import LOCAL_DEFAULTS, RUNNERS, SUMMARY_ROWS
-
-        name = str(kwargs["algorithm"]).strip().lower()
-        local = _local_settings(kwargs, LOCAL_DEFAULTS.get(name) or PFA_LOCAL_DEFAULTS.get(name))
+        algorithm_options = {k: kwargs[k] for k in algorithm_option_names if kwargs[k] is not None}
+        settings = _settings(kwargs, algorithm_spec(kwargs["algorithm"]).defaults(kwargs["privacy"], algorithm_options))
         if kwargs["classes_per_client"] is not None:
             if kwargs["partition"] is not None:
                 raise InvalidParameterError("give either --classes-per-client N or --partition, not both")
@@ -209,44 +208,31 @@ def register(app: typer.Typer) -> None:
             dataset=kwargs["dataset"],
             rounds=kwargs["rounds"],
             model=kwargs["model"],
-            algorithm_options={k: kwargs[k] for k in algorithm_option_names if kwargs[k] is not None},
+            algorithm_options=algorithm_options,
             privacy=kwargs["privacy"],
             privacy_options={k: kwargs[k] for k in privacy_option_names if kwargs[k] is not None},
-            local=LocalTrainingConfig(**local),
+            local=LocalTrainingConfig(epochs=settings["local_epochs"], batch_size=settings["batch_size"], lr=settings["lr"],
+                                      momentum=settings["momentum"]),
             clients_per_round=kwargs["clients_per_round"],
-            sampling=kwargs["sampling"],
+            sampling=settings["sampling"],
             stragglers=kwargs["stragglers"],
             seed=kwargs["seed"],
             data_seed=kwargs["data_seed"],
             num_clients=kwargs["num_clients"],
             partition=kwargs["partition"],
             dataset_options=_parse_dataset_options(kwargs["dataset_option"]),
-            execution=kwargs["execution"],
+            execution=settings["execution"],
             eval_every=kwargs["eval_every"],
             eval_train_loss=kwargs["eval_train_loss"],
         )
         out = kwargs["out"]
-        from privaudit.papers.pfa.specs import is_pfa_family
-
-        runner = run_training
-        if is_pfa_family(spec.algorithm):  # PFA family: the checkpoint also holds its participation/uplink report
-            from privaudit.papers.pfa.experiment import run_pfa_training as runner
-        elif spec.algorithm in RUNNERS:  # algorithms with their own entry point (PrivateFL: its privacy modes calibrate from the run)
-            module_name, _, function = RUNNERS[spec.algorithm].partition(":")
-            runner = getattr(importlib.import_module(module_name), function)
-        result = runner(
+        result = run_training(
             spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"], progress=not kwargs["quiet"]
         )
         summary = _summary(result, out)
         if out is not None:
             summary["training_result"] = str(_write_training_result(out))
-        if is_pfa_family(spec.algorithm):
-            from privaudit.papers.pfa.experiment import summary_rows
-
-            summary.update(summary_rows(result))
-        elif spec.algorithm in SUMMARY_ROWS:
-            module_name, _, function = SUMMARY_ROWS[spec.algorithm].partition(":")
-            summary.update(getattr(importlib.import_module(module_name), function)(result))
+        summary.update(result.algorithm.summary_rows(result))  # what the algorithm adds (PFA: ε spent, uplink; PrivateFL: ε)
         if kwargs["json_"]:
             print_json(summary)
             return

@@ -15,7 +15,9 @@ What the samples become:
   ``text_encoding="tokens"`` (default) gives ``seq_len`` token ids (lower-cased words; 0 = padding, 1 = out of
   vocabulary; vocabulary = the ``vocab_size`` most frequent training words), stored as float32, for an
   embedding model; ``"bow"`` gives normalised bag-of-words counts over the vocabulary (for ``logreg``).
-  Upcycled-FL used GloVe embeddings with sequence length 25 (spec §1.2); GloVe is not available offline.
+  Upcycled-FL's Sent140 inputs are sequences of length 25 (003 App. F.1) of 300-dimensional word embeddings
+  (``SentimentLSTM`` of osu-srml/Upcycled-FL@4dd7400:models.py; GloVe in FedProx's Sent140 pipeline); GloVe is
+  not available offline.
 
 Shakespeare, CelebA and Reddit (string labels or image file names) are refused with a clear error.
 """

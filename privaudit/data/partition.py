@@ -71,7 +71,7 @@ def iid(num_samples: int, num_clients: int, rng: np.random.Generator) -> list[np
 
 
 def label_shards(labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """FedAvg's pathological non-IID split as PFA uses it (spec §4.2).
+    """FedAvg's pathological non-IID split (McMahan et al. 2017) as PFA uses it (Emory-AIMS/PFA@72b3f89, ``--noniid``).
 
     Samples are sorted by label (random order within a label), cut into ``shards_per_client · K`` shards of
     near-equal size, and every client receives ``shards_per_client`` shards drawn at random without
@@ -100,7 +100,7 @@ def _choose_classes_uniform(num_clients: int, per_client: int, num_classes: int,
 def _choose_classes_balanced(num_clients: int, per_client: int, num_classes: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Spread N·K class slots evenly over the classes; each client takes the N classes with most slots left.
 
-    PrivateFL's ``gen_classes_per_node`` (spec §2.2) does this when N·K is a multiple of C; here the
+    PrivateFL's ``gen_classes_per_node`` (BHui97/PrivateFL@f686b6f:datasets.py) does this when N·K is a multiple of C; here the
     slots differ by at most one otherwise. Ties are broken at random. Taking the N fullest classes keeps
     "slots left in any class ≤ clients left", so every client gets N distinct classes.
     """
@@ -126,7 +126,7 @@ def classes_per_client(
     class_choice: str | None = None,
     num_classes: int | None = None,
 ) -> list[np.ndarray]:
-    """PrivateFL's "N classes per client" split (paper §5 Experimental Setup; reference code, spec §2.2).
+    """PrivateFL's "N classes per client" split (001 §5 Experimental Setup; BHui97/PrivateFL@f686b6f:datasets.py).
 
     ``shares="paper"``: client k draws p_{k,c} ~ U(0.4, 0.6) for each of its classes and receives the
     fraction p_{k,c} / Σ_{k' holds c} p_{k',c} of class c's samples, as the paper states.

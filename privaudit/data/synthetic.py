@@ -1,7 +1,8 @@
 """FedProx's Synthetic(α, β) federated data, generated from its published description.
 
-Source: ``../shared/spec/seed_code.md`` §1.3, which restates FedProx's ``generate_synthetic.py`` /
-``generate_iid.py`` (Li et al. 2020, "Federated Optimization in Heterogeneous Networks"). For client k:
+Source: Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, "Federated Optimization in Heterogeneous Networks" (MLSys
+2020) and its generator scripts (litian96/FedProx@3eed82e:data/synthetic_0.5_0.5/generate_synthetic.py and
+data/synthetic_iid/generate_iid.py), which both Upcycled-FL papers use (003 §7.1 and App. F.1). For client k:
 
 * n_k = int(lognormal(mean 4, sigma 2)) + 50 samples;
 * u_k ~ N(0, α) and B_k ~ N(0, β) (α, β are standard deviations): model and data heterogeneity;
@@ -51,7 +52,7 @@ def synthetic(
     num_classes: int = 10,
     seed: int = 0,
 ) -> FederatedDataset:
-    """Synthetic(α, β) (or the iid variant) exactly as spec §1.3 describes, seeded with ``seed``.
+    """Synthetic(α, β) (or the iid variant) as FedProx's generator draws it (module docstring), seeded with ``seed``.
 
     Inputs have shape ``(dim,)`` and are not scaled (``data_range`` records the observed min/max); each
     client's test split is the last 10 % of its shuffled samples and the pooled test set their union.
@@ -94,7 +95,7 @@ def synthetic(
         input_shape=(dim,),
         data_range=(float(all_x.min()), float(all_x.max())),
         metadata={
-            "source": "FedProx Synthetic(α,β) generator, spec §1.3",
+            "source": "FedProx Synthetic(α,β) generator (Li et al., MLSys 2020)",
             "alpha": alpha,
             "beta": beta,
             "iid": bool(iid),

@@ -17,10 +17,11 @@ import matplotlib.pyplot as plt
 _DPI = 110
 
 
-def _png(fig) -> bytes:
+def png_bytes(fig, dpi: int = _DPI) -> bytes:
+    """The figure laid out tightly and saved as PNG bytes; the figure is closed."""
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=_DPI)
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
     return buf.getvalue()
 
@@ -47,7 +48,7 @@ def roc_figure(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], ti
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, which="both", alpha=0.25)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def client_epsilon_figure(per_client: Mapping[str, Mapping], title: str, delta: float) -> bytes:
@@ -71,7 +72,7 @@ def client_epsilon_figure(per_client: Mapping[str, Mapping], title: str, delta: 
     ax.set_ylabel(f"ε at δ = {delta:g}")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def lines_figure(x: Sequence[float], series: Mapping[str, Sequence[float]], title: str, xlabel: str, ylabel: str,
@@ -96,7 +97,7 @@ def lines_figure(x: Sequence[float], series: Mapping[str, Sequence[float]], titl
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="best", framealpha=0.85)
     ax.grid(True, alpha=0.25)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _finite(value) -> float:

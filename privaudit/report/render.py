@@ -1,7 +1,9 @@
-"""Render report sections to Markdown (figures as PNG files) and to one self-contained HTML file.
+"""Render blocks to Markdown (figures as PNG files) and to one self-contained HTML file.
 
-The HTML embeds every figure as a ``data:`` URI and carries its own small stylesheet: one file that opens
-anywhere, with no scripts and no network access.
+Two Markdown layouts: a report (:func:`to_markdown`: title, contents, one ``##`` per section, figures under
+``figures/``) and a standalone evidence page (:func:`page_markdown`: ``# title`` and its blocks, figures next to
+the page). The HTML embeds every figure as a ``data:`` URI and carries its own small stylesheet: one file that
+opens anywhere, with no scripts and no network access.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import html
 import re
 from collections.abc import Sequence
 
-from privaudit.report.sections import Bullets, Figure, Paragraph, Section, Table
+from privaudit.report.blocks import Block, Bullets, Figure, Heading, Images, Page, Paragraph, Section, Table
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#1b1b1b;line-height:1.45}
@@ -47,29 +49,60 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _table_markdown(block: Table) -> list[str]:
+    align = block.align or ["left"] * len(block.header)
+    lines = ["| " + " | ".join(_md_cell(h) for h in block.header) + " |",
+             "|" + "".join("---:|" if a == "right" else "---|" for a in align)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
+    return lines
+
+
+def _block_markdown(block: Block, figure_dir: str | None, files: dict[str, bytes], heading_offset: int) -> list[str]:
+    """The block's Markdown lines (no trailing blank line); figures and images are added to ``files``."""
+    if isinstance(block, Paragraph):
+        return [block.text]
+    if isinstance(block, Bullets):
+        return [f"{block.marker} {item}" for item in block.items]
+    if isinstance(block, Table):
+        return _table_markdown(block)
+    if isinstance(block, Heading):
+        return ["#" * (block.level + heading_offset) + " " + block.text]
+    if isinstance(block, Images):
+        lines = []
+        for image in block.images:
+            rel = image.file if figure_dir is None else f"{figure_dir}/{image.file}"
+            files[rel] = image.png
+            lines.append(f"![{image.alt}]({rel})")
+        return lines
+    if isinstance(block, Figure):
+        rel = f"{block.name}.png" if figure_dir is None else f"{figure_dir}/{block.name}.png"
+        files[rel] = block.png
+        return [f"![{block.caption}]({rel})", "", f"*{block.caption}*"]
+    raise TypeError(f"not a report block: {block!r}")
+
+
 def to_markdown(title: str, intro: Sequence[str], sections: Sequence[Section], figure_dir: str = "figures") -> tuple[str, dict[str, bytes]]:
     """(markdown text, {relative figure path: PNG bytes})."""
     lines = [f"# {title}", ""]
-    lines += [*intro, ""]
+    lines += [text for line in intro for text in (line, "")]
     lines += ["Contents: " + " · ".join(f"[{s.title}](#{s.key})" for s in sections), ""]
     files: dict[str, bytes] = {}
     for section in sections:
         lines += [f'<a id="{section.key}"></a>', f"## {section.title}", ""]
         for block in section.blocks:
-            if isinstance(block, Paragraph):
-                lines += [block.text, ""]
-            elif isinstance(block, Bullets):
-                lines += [f"- {item}" for item in block.items] + [""]
-            elif isinstance(block, Table):
-                lines.append("| " + " | ".join(_md_cell(h) for h in block.header) + " |")
-                lines.append("|" + "---|" * len(block.header))
-                lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in block.rows]
-                lines.append("")
-            elif isinstance(block, Figure):
-                rel = f"{figure_dir}/{block.name}.png"
-                files[rel] = block.png
-                lines += [f"![{block.caption}]({rel})", "", f"*{block.caption}*", ""]
+            lines += [*_block_markdown(block, figure_dir, files, heading_offset=1), ""]
     return "\n".join(lines), files
+
+
+def page_markdown(page: Page) -> tuple[str, dict[str, bytes]]:
+    """A standalone page: ``# title``, then each block followed by one blank line; images beside the page.
+
+    Returns (markdown text ending in one newline, {file name: PNG bytes}).
+    """
+    files: dict[str, bytes] = {}
+    chunks = [f"# {page.title}"]
+    chunks += ["\n".join(_block_markdown(block, None, files, heading_offset=0)) for block in page.blocks]
+    return "\n\n".join(chunks) + "\n", files
 
 
 def to_html(title: str, intro: Sequence[str], sections: Sequence[Section]) -> str:
@@ -81,19 +114,32 @@ def to_html(title: str, intro: Sequence[str], sections: Sequence[Section]) -> st
     parts.append("<nav><ul>" + "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in sections) + "</ul></nav>")
     for section in sections:
         parts.append(f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>')
-        for block in section.blocks:
-            if isinstance(block, Paragraph):
-                parts.append(f"<p>{_inline_html(block.text)}</p>")
-            elif isinstance(block, Bullets):
-                parts.append("<ul>" + "".join(f"<li>{_inline_html(i)}</li>" for i in block.items) + "</ul>")
-            elif isinstance(block, Table):
-                head = "".join(f"<th>{_inline_html(h)}</th>" for h in block.header)
-                body = "".join("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in row) + "</tr>" for row in block.rows)
-                parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-            elif isinstance(block, Figure):
-                data = base64.b64encode(block.png).decode("ascii")
-                parts.append(f'<figure id="fig-{block.name}"><img alt="{html.escape(block.caption)}" '
-                             f'src="data:image/png;base64,{data}"><figcaption>{_inline_html(block.caption)}</figcaption></figure>')
+        parts += [_block_html(block) for block in section.blocks]
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _block_html(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        return "<p>" + "<br>".join(_inline_html(line) for line in block.text.split("\n")) + "</p>"
+    if isinstance(block, Bullets):
+        return "<ul>" + "".join(f"<li>{_inline_html(i)}</li>" for i in block.items) + "</ul>"
+    if isinstance(block, Table):
+        align = block.align or ["left"] * len(block.header)
+        style = ['' if a != "right" else ' style="text-align:right"' for a in align]
+        head = "".join(f"<th{s}>{_inline_html(h)}</th>" for h, s in zip(block.header, style, strict=False))
+        body = "".join("<tr>" + "".join(f"<td{s}>{_inline_html(c)}</td>" for c, s in zip(row, style, strict=False)) + "</tr>"
+                       for row in block.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    if isinstance(block, Heading):
+        level = min(6, block.level + 1)
+        return f"<h{level}>{_inline_html(block.text)}</h{level}>"
+    if isinstance(block, Images):
+        return "".join(f'<figure><img alt="{html.escape(i.alt)}" src="data:image/png;base64,{base64.b64encode(i.png).decode("ascii")}">'
+                       f"<figcaption>{_inline_html(i.alt)}</figcaption></figure>" for i in block.images)
+    if isinstance(block, Figure):
+        data = base64.b64encode(block.png).decode("ascii")
+        return (f'<figure id="fig-{block.name}"><img alt="{html.escape(block.caption)}" '
+                f'src="data:image/png;base64,{data}"><figcaption>{_inline_html(block.caption)}</figcaption></figure>')
+    raise TypeError(f"not a report block: {block!r}")

@@ -8,10 +8,18 @@
      "data": {...kind-specific, see KINDS...},
      "config": {...the exact inputs that produced it...},
      "provenance": {"privaudit": "0.1.0", "python": "3.11.7", "platform": "...", "created": "ISO-8601 UTC",
-                    "command": "privaudit ...", "seed": 0, "packages": {"numpy": "...", "torch": "..."}}}
+                    "command": "privaudit ...", "seed": 0, "packages": {"numpy": "...", "torch": "..."}},
+     "inputs": {"name": "path relative to this file", ...}}
 
-Figures are not embedded in result files; the report layer draws them from ``data``. Reading validates the
-envelope and the kind's required keys, so a foreign or truncated file is one clear error.
+Figures are not embedded in result files; the report layer draws them from ``data``. ``inputs`` (optional)
+declares the other files a result is rendered with — another result it is joined with, or a figure the run drew
+that the numbers cannot redraw (a reconstruction grid); each kind may require some (:data:`REQUIRED_INPUTS`).
+Reading validates the envelope, the kind's required keys and declared input names, so a foreign or truncated
+file is one clear error; :meth:`Result.input_path` makes a declared input that is missing one clear error too.
+
+A report's merged ``results.json`` (:data:`MERGED_SCHEMA`) holds several results, each with the ``source`` it
+was read from; :func:`read_merged` reads it back (files written before the merged schema was named are
+recognised by their ``"privaudit"`` and ``"results"`` keys).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -47,7 +56,31 @@ KINDS: dict[str, tuple[str, ...]] = {
     "training": ("algorithm", "rounds", "accuracy"),
     # a table of any shape: {"columns": [...], "rows": [[...], ...]}
     "table": ("columns", "rows"),
+    # evidence reports (one kind per committed page under reports/, rendered by privaudit.report.evidence):
+    # Upcycled-FL Table 1's shape: one record per (dataset, algorithm, seed) run
+    "upcycled-table1": ("seeds", "rounds", "datasets", "upcycle", "display", "runs", "wall_minutes", "workers", "cpus"),
+    # private FedProx vs private Upcycled-FedProx: per-run ledger ε, the paper's ε̄, accuracy, loss curves
+    "upcycled-private": ("delta", "tau", "rounds", "seed", "accountant", "runs", "paper_size_epsilon", "wall_minutes",
+                         "workers", "cpus"),
+    # PrivateFL: FedAvg vs PrivateFL under LDP/CDP/DDP, one record per run
+    "privatefl-evidence": ("rounds", "epsilons", "dataset", "delta", "runs", "dpsgd_speed", "ddp_roundtrip", "wall_minutes",
+                           "workers", "cpus"),
+    # FedReg: R_a convergence and accuracy vs DP-SGD (joined with the inversion evidence and the claims audit)
+    "fedreg-evidence": ("settings", "runs", "seconds", "r_a", "sgd_reference", "accuracy"),
+    # gradient inversion vs ε: one record per dataset × defence × attack
+    "inversion-evidence": ("settings", "seconds", "records"),
+    # PFA / PFA+ / WeiAvg: the numbers each table prints (accuracy, realised ε, uplink) and the no-training tables
+    "pfa-evidence": ("settings", "wall_seconds", "workers", "training_seconds", "accuracy", "comparisons", "privacy", "uplink",
+                     "claim_table", "participation", "paper_scale_uplink"),
 }
+
+#: Inputs a kind's result must declare (``inputs``), by name: the other files it is rendered with.
+REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {
+    "fedreg-evidence": ("inversion", "claims_audit"),
+}
+
+#: The schema of a report's merged ``results.json`` (:func:`merged_dict`).
+MERGED_SCHEMA = "privaudit.report/1"
 
 _PACKAGES = ("numpy", "scipy", "torch", "opacus", "prv-accountant", "dp-accounting")
 
@@ -113,9 +146,11 @@ class Result:
     config: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
+    #: declared inputs: name → path relative to the result file's directory (absolute paths are kept as they are)
+    inputs: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "schema": RESULT_SCHEMA,
             "kind": self.kind,
             "title": self.title,
@@ -123,12 +158,38 @@ class Result:
             "config": _jsonable(self.config),
             "provenance": _jsonable(self.provenance),
         }
+        if self.inputs:
+            out["inputs"] = dict(self.inputs)
+        return out
+
+    def input_path(self, name: str) -> Path:
+        """The declared input ``name``, resolved against the result file's directory; missing → one clear error."""
+        if name not in self.inputs:
+            raise InvalidParameterError(f"{self.source or self.kind}: the result declares no input {name!r} "
+                                        f"(declared: {', '.join(sorted(self.inputs)) or 'none'})")
+        return self._resolve(name, check=True)
+
+    def missing_inputs(self) -> list[str]:
+        """``name = path`` for every declared input whose file does not exist."""
+        return [f"{name} = {self._resolve(name, check=False)}" for name in self.inputs
+                if not self._resolve(name, check=False).is_file()]
+
+    def _resolve(self, name: str, check: bool) -> Path:
+        path = Path(self.inputs[name])
+        if not path.is_absolute() and self.source is not None:
+            path = Path(os.path.normpath(self.source.parent / path))
+        if check and not path.is_file():
+            raise InvalidParameterError(f"{self.source or self.kind}: declared input {name!r} is missing: no file {path}")
+        return path
 
 
 def make_result(kind: str, title: str, data: dict[str, Any], config: dict[str, Any] | None = None, *,
-                command: str | None = None, seed: int | None = None) -> Result:
+                command: str | None = None, seed: int | None = None, inputs: dict[str, str] | None = None,
+                extra: dict[str, Any] | None = None) -> Result:
+    """A result with this machine's provenance (``extra`` adds to it, e.g. where recovered numbers came from)."""
     _check_kind(kind, data, origin="result")
-    return Result(kind, title, data, config or {}, provenance(command, seed))
+    _check_inputs(kind, inputs or {}, origin="result")
+    return Result(kind, title, data, config or {}, provenance(command, seed, extra), inputs=dict(inputs or {}))
 
 
 def write_result(path: str | Path, result: Result) -> Path:
@@ -150,23 +211,82 @@ def _check_kind(kind: str, data: Any, origin: str) -> None:
         raise InvalidParameterError(f"{origin}: a '{kind}' result lacks {', '.join(missing)}")
 
 
-def read_result(path: str | Path) -> Result:
-    """Read and validate a result file; any problem is one :class:`InvalidParameterError` line."""
-    path = Path(path)
+def _check_inputs(kind: str, inputs: Any, origin: str) -> None:
+    if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in inputs.items()):
+        raise InvalidParameterError(f"{origin}: 'inputs' must map names to file paths")
+    missing = [name for name in REQUIRED_INPUTS.get(kind, ()) if name not in inputs]
+    if missing:
+        raise InvalidParameterError(f"{origin}: a '{kind}' result must declare its input(s) {', '.join(missing)}")
+
+
+def _load_json(path: Path) -> Any:
     try:
-        raw = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         raise InvalidParameterError(f"{path}: no such file") from None
     except OSError as exc:
         raise InvalidParameterError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidParameterError(f"{path}: not a JSON file ({exc})") from None
+
+
+def read_result(path: str | Path) -> Result:
+    """Read and validate a result file; any problem is one :class:`InvalidParameterError` line."""
+    path = Path(path)
+    return _from_dict(_load_json(path), origin=str(path), source=path)
+
+
+def _from_dict(raw: Any, origin: str, source: Path | None) -> Result:
     if not isinstance(raw, dict) or raw.get("schema") != RESULT_SCHEMA:
-        raise InvalidParameterError(f"{path}: not a privaudit result (expected schema {RESULT_SCHEMA!r})")
+        raise InvalidParameterError(f"{origin}: not a privaudit result (expected schema {RESULT_SCHEMA!r})")
     kind = raw.get("kind")
     if not isinstance(kind, str) or not kind:
-        raise InvalidParameterError(f"{path}: result has no 'kind'")
+        raise InvalidParameterError(f"{origin}: result has no 'kind'")
     data = raw.get("data")
-    _check_kind(kind, data, origin=str(path))
+    _check_kind(kind, data, origin=origin)
+    inputs = raw.get("inputs") or {}
+    _check_inputs(kind, inputs, origin=origin)
     return Result(kind, str(raw.get("title", kind)), _restore(data), _restore(raw.get("config") or {}),
-                  raw.get("provenance") or {}, source=path)
+                  raw.get("provenance") or {}, source=source, inputs=dict(inputs))
+
+
+# ------------------------------------------------------------------------------------------------
+# a report's merged results.json
+# ------------------------------------------------------------------------------------------------
+def merged_dict(results: list[Result], skipped: list[str]) -> dict[str, Any]:
+    """The merged ``results.json`` of a report: every result with the ``source`` it was read from, and what was skipped."""
+    return {"schema": MERGED_SCHEMA, "privaudit": __version__,
+            "results": [{"source": None if r.source is None else str(r.source), **r.to_dict()} for r in results],
+            "skipped": list(skipped)}
+
+
+def is_merged(raw: Any) -> bool:
+    """A report's merged results (also those written before :data:`MERGED_SCHEMA` existed)."""
+    if not isinstance(raw, dict):
+        return False
+    if raw.get("schema") == MERGED_SCHEMA:
+        return True
+    return "schema" not in raw and "privaudit" in raw and isinstance(raw.get("results"), list)
+
+
+def read_merged(path: str | Path) -> tuple[list[Result], list[str]]:
+    """The results of a report's merged ``results.json`` and the files its report skipped; bad input → one clear error.
+
+    Each result keeps the ``source`` recorded in the file (so that a report rendered from it again writes the same
+    merged file); a declared input is resolved against that source's directory.
+    """
+    path = Path(path)
+    raw = _load_json(path)
+    if not is_merged(raw):
+        raise InvalidParameterError(f"{path}: not a privaudit report's merged results (expected schema {MERGED_SCHEMA!r})")
+    results = []
+    for index, item in enumerate(raw["results"]):
+        if not isinstance(item, dict):
+            raise InvalidParameterError(f"{path}: results[{index}] is not an object")
+        source = item.get("source")
+        results.append(_from_dict(item, origin=f"{path}: results[{index}]",
+                                  source=Path(source) if isinstance(source, str) and source else None))
+    skipped = raw.get("skipped") or []
+    if not isinstance(skipped, list) or not all(isinstance(s, str) for s in skipped):
+        raise InvalidParameterError(f"{path}: 'skipped' must be a list of file names")
+    return results, list(skipped)

@@ -1,7 +1,8 @@
 """Report sections built from results, as format-neutral blocks (paragraphs, lists, tables, figures).
 
 Each builder takes the results of one kind and returns a :class:`Section`, or ``None`` when there is
-nothing to show; the renderers (:mod:`privaudit.report.render`) turn blocks into Markdown or HTML.
+nothing to show; the renderers (:mod:`privaudit.report.render`) turn blocks (:mod:`privaudit.report.blocks`)
+into Markdown or HTML.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from privaudit.report import figures
+from privaudit.report.blocks import Block, Bullets, Figure, Paragraph, Section, Table
 from privaudit.report.results import Result
 
 VERDICT_MEANING = [
@@ -39,39 +40,6 @@ COMPARISON_MEANING = [
     "**fact** — established by construction or exact accounting (e.g. \"no DP guarantee (ε = ∞)\" for a release "
     "without noise), reported beside the verdict; never a verdict on an ε the paper does not claim.",
 ]
-
-
-@dataclass
-class Paragraph:
-    text: str
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class Figure:
-    name: str
-    png: bytes
-    caption: str
-
-
-Block = Paragraph | Bullets | Table | Figure
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    blocks: list[Block] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """Ceilings: the largest ε lower bound any attack could get with these sample sizes, α, δ and strategy.
 
-A bound is only as informative as its ceiling (spec ``auditing.md`` §5.1: with N trials per side no
-multi-run method certifies much more than ln N, whatever the attack). The ceiling is computed by running
+A bound is only as informative as its ceiling: with N trials per side no multi-run method certifies much
+more than ln N, whatever the attack. The ceiling is computed by running
 the *same* estimator and strategy on a perfect attack: every in-score above every out-score (and above /
 below every threshold fixed in advance). Every estimator here is non-increasing in its error counts, so
 no other attack on the same sample sizes can do better.
 
-Reference values (spec §5.1, α = 0.05): multi-run Clopper–Pearson with one threshold fixed in advance,
+Reference values (α = 0.05; tests/stats/test_clopper_pearson.py and test_one_run.py check them): multi-run Clopper–Pearson with one threshold fixed in advance,
 N = 1000 per side, δ = 1e-5 → 5.60; one-run with all m = 1000 guesses right → 5.81 (δ = 0), 5.78 (δ = 1e-5).
 """
 

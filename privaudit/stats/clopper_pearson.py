@@ -1,4 +1,4 @@
-"""δ-aware Clopper–Pearson ε lower bound (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; spec §2.1–2.2).
+"""δ-aware Clopper–Pearson ε lower bound (Jagielski, Ullman & Oprea, NeurIPS 2020; Nasr et al., IEEE S&P 2021).
 
 For one threshold test with FP false positives out of n_out and FN false negatives out of n_in, spend
 half of the test's significance a on each rate (union bound):
@@ -6,8 +6,8 @@ half of the test's significance a on each rate (union bound):
     FPR⁺ = CPU(FP, n_out, a/2),   FNR⁺ = CPU(FN, n_in, a/2),   CPU(k, n, b) = BetaInv(1 − b; k + 1, n − k)
 
 and, with probability ≥ 1 − a, FPR ≤ FPR⁺ and FNR ≤ FNR⁺ together. An (ε, δ)-DP mechanism satisfies
-*both* inequalities of the hypothesis-testing region for this one test (Kairouz, Oh & Viswanath 2015,
-Thm 2.1; spec §2.1):
+*both* inequalities of the hypothesis-testing region for this one test (Kairouz, Oh & Viswanath, "The
+composition theorem for differential privacy", ICML 2015, Thm 2.1):
 
     FPR + e^ε·FNR ≥ 1 − δ    and    FNR + e^ε·FPR ≥ 1 − δ,
 

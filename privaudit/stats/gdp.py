@@ -1,7 +1,7 @@
 """Gaussian-DP route: a μ lower bound from Clopper–Pearson rates, converted to ε through the GDP profile.
 
 Nasr, Hayes, Steinke, Balle, Tramèr, Jagielski, Carlini & Terzis 2023 ("Tight auditing of differentially
-private machine learning"); spec ``auditing.md`` §2.4. Every test of a μ-GDP mechanism satisfies
+private machine learning", USENIX Security 2023). Every test of a μ-GDP mechanism satisfies
 FNR ≥ T_μ(FPR) with T_μ(x) = Φ(Φ⁻¹(1 − x) − μ) (Dong, Roth & Su 2022, "Gaussian differential privacy"). So for one test, with
 FPR⁺ and FNR⁺ the Clopper–Pearson upper bounds at half the test's significance each,
 
@@ -9,15 +9,17 @@ FPR⁺ and FNR⁺ the Clopper–Pearson upper bounds at half the test's signific
 
 (the expression is symmetric in the two rates, so the swapped-dataset inequality gives nothing new).
 The estimator reports the best test under the threshold strategy, clamped at 0 — a negative value is
-*no* evidence and is never flipped with |·| (that was the jax-privacy ≤ 2.0.0 bug, spec §5.4); evidence
+*no* evidence and is never flipped with |·| (the bug of ``epsilon_from_gdp`` in google-deepmind/jax_privacy
+≤ 2.0.0, which then certified ε > 0 on identical in/out scores; tests/stats/test_gdp.py keeps the regression); evidence
 that in-scores are *low* is the reverse direction, used only when declared two-sided in advance, with
 its own tails and its own half of α. The μ bound is converted with the exact profile
 δ(ε; μ) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Dong, Roth & Su 2022, Cor. 2.13) via
 :func:`privaudit.accounting.gaussian.gaussian_epsilon`.
 
-Validity caveat (spec §2.4): μ_lb refutes "M is μ-GDP". It refutes an (ε, δ) claim only when the claimed
+Validity caveat: μ_lb refutes "M is μ-GDP". It refutes an (ε, δ) claim only when the claimed
 mechanism's privacy profile is Gaussian-shaped (DP-SGD / DP-FedAvg without subsampling exactly; with
-Poisson subsampling only approximately, by the CLT). For other claims use ``cp`` or an f-DP audit.
+Poisson subsampling only approximately, by the central limit theorem of Dong, Roth & Su 2022). For other
+claims use ``cp`` or an f-DP audit.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 With white-box access to every round (the server-observer threat model of FL), each round t gives its own
 in/out observations of the canary direction and hence its own μ_t lower bound (Nasr et al. 2023, "Tight
-auditing of differentially private machine learning": tight audits from two training runs; spec §2.4).
+auditing of differentially private machine learning", USENIX Security 2023: tight audits from two training runs).
 Gaussian trade-off curves compose exactly,
 G_{μ₁} ⊗ … ⊗ G_{μ_T} = G_{√(Σ μ_t²)} (Dong, Roth & Su 2022, Cor. 3.3), so if every round *is* a Gaussian
 mechanism whose μ_t is at least its bound, the whole run is exactly √(Σ μ_t²)-GDP with μ_total at least

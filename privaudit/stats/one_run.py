@@ -2,13 +2,14 @@
 
 m canaries are each included independently with probability ½; the auditor makes r guesses (abstaining
 on the rest) and v of them are right. With q = e^ε/(1 + e^ε), the p-value of H₀: "M is (ε, δ)-DP" is
-(spec ``auditing.md`` §2.5)
+(Steinke, Nasr & Jagielski, "Privacy auditing with one (1) training run", NeurIPS 2023)
 
     p(ε, δ) = P[Bin(r, q) ≥ v] + 2mδ · max_{i=1..v} (1/i) · P[v − i ≤ Bin(r, q) < v],
 
 and ε_lb = inf{ε ≥ 0 : p(ε, δ) > α} (:func:`privaudit.stats.epsilon_search.first_unrejected_epsilon`).
 With δ = 0 this is the binomial tail of randomised response. The 2mδ term makes the bound vacuous for
-large m·δ (spec §5.1: at δ = 1e-3 even a perfect attack is capped near 3.6).
+large m·δ: at δ = 1e-3 and α = 0.05 even a perfect attack is capped near 3.6 (at m ≈ 300;
+tests/stats/test_one_run.py checks it).
 
 Assumption the auditor cannot check: each canary's membership was an independent fair coin (design
 ``bernoulli``, :mod:`privaudit.stats.assumptions`). With fixed in/out counts the bound is NOT valid: on identical
@@ -69,7 +70,7 @@ def _max_average_below(v: int, r: int, q: float) -> float:
 
 
 def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
-    """p-value of H₀ "(ε, δ)-DP" after v correct out of r guesses on m canaries (Steinke et al. 2023; spec §2.5)."""
+    """p-value of H₀ "(ε, δ)-DP" after v correct out of r guesses on m canaries (Steinke, Nasr & Jagielski 2023)."""
     q = float(special.expit(epsilon))
     tail = 1.0 if v == 0 else float(special.bdtrc(v - 1, r, q))
     if delta == 0.0 or v == 0:

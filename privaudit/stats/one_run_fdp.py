@@ -1,8 +1,8 @@
 """One-run f-DP audit (Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-differential privacy in one run").
 
 The same one-run game as :mod:`privaudit.stats.one_run` (m canaries with fair-coin membership, r guesses,
-v correct), but the hypothesis is a whole trade-off curve instead of an (ε, δ) box. As in spec
-``auditing.md`` §2.6 the curve is the Gaussian one through the audited (ε, δ): μ = the largest μ for which
+v correct), but the hypothesis is a whole trade-off curve instead of an (ε, δ) box. Here the curve is the
+Gaussian one through the audited (ε, δ): μ = the largest μ for which
 μ-GDP is (ε, δ)-DP (:func:`privaudit.accounting.gaussian.gaussian_mu_for`, i.e. σ = 1/μ), with the
 inverse of its blow-up function g(x) = Φ(Φ⁻¹(x) − μ). At significance α the claim is tested by the
 paper's recursion for the guessing game (its Algorithm for reconstruction-style guesses with a cap):
@@ -34,11 +34,6 @@ from privaudit.stats.strategies import GuessStrategy
 from privaudit.stats.trade_off import InverseBlowUp, dp_inverse_blow_up, gaussian_inverse_blow_up
 
 CURVES = ("gaussian", "dp")
-
-
-def gaussian_blow_up_inverse(x: float, mu: float) -> float:
-    """g(x) = Φ(Φ⁻¹(x) − μ), the inverse blow-up of the μ-GDP trade-off curve."""
-    return gaussian_inverse_blow_up(mu)(x)
 
 
 def curve_falsified(m: int, r: int, v: int, significance: float, g: InverseBlowUp) -> bool:

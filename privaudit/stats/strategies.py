@@ -1,7 +1,7 @@
 """How a threshold (or a number of guesses) is chosen, as small immutable values matched with ``match``.
 
-A lower bound is valid only if the test it rests on was not tuned on the same scores (spec
-``auditing.md`` §2.2). The ways to stay valid are values here, never flags inside an estimator:
+A lower bound is valid only if the test it rests on was not tuned on the same scores (Jagielski, Ullman &
+Oprea 2020 pick the threshold on separate runs). The ways to stay valid are values here, never flags inside an estimator:
 
 Threshold estimators (``cp``, ``gdp``) — "member" means score ≥ threshold:
 

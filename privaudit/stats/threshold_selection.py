@@ -163,7 +163,7 @@ def directional_bound(
 
     The reverse direction flips the decision ("member" iff the score is low), so its rates are bounded
     with their own Clopper–Pearson tails on the negated scores — never by taking |·| of a forward value
-    (the ``epsilon_from_gdp`` bug of jax-privacy ≤ 2.0.0, spec ``auditing.md`` §5.4).
+    (the ``epsilon_from_gdp`` bug of google-deepmind/jax_privacy ≤ 2.0.0).
     """
     if not two_sided:
         chosen = bound_with_strategy(scores, strategy, significance, statistic)

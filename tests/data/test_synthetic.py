@@ -1,4 +1,4 @@
-"""Synthetic(α, β): the FedProx generator of spec §1.3."""
+"""Synthetic(α, β): FedProx's generator (Li et al., MLSys 2020; litian96/FedProx generate_synthetic.py)."""
 
 from __future__ import annotations
 

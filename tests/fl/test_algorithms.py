@@ -164,3 +164,35 @@ def test_client_update_is_one_clients_round():
     client = ClientContext(round=1, training_round=1, client_id=3, data=data.clients[3], epochs=2, seeds=SeedTree(9))
     single = algorithm.client_update(initial, client)
     assert all(torch.equal(single.state[k], observer.results[3].state[k]) for k in initial)
+
+
+def test_wrappers_pass_every_capability_through_and_a_wrapper_overrides_its_own():
+    from privaudit.accounting.mechanisms import Neighbouring
+    from privaudit.fl.privacy.registry import privatize
+
+    plain = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "none"))
+    assert plain.proximal_mu == 0.4 and plain.neighbouring is Neighbouring.ADD_REMOVE
+    assert not plain.accounts_own_privacy and plain.release_clip is None and plain.select_clients(1, None) is None
+    assert plain.manifest_sections() == {} and plain.model_for("logreg") == "logreg"
+    clipped = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "output-perturbation", clip=3.0, noise=1.0))
+    assert clipped.release_clip == 3.0 and clipped.proximal_mu == 0.4
+    objective = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "objective-perturbation", alpha=2.0))
+    assert objective.neighbouring is Neighbouring.REPLACE_ONE  # the privatizer's own relation, seen through Upcycled
+    assert make_algorithm("pfa", privatizer=lambda a: privatize(a, "none")).accounts_own_privacy  # PFA's, through NoPrivacy
+    assert not make_algorithm("pfedme", privatizer=lambda a: privatize(a, "none")).dp_sgd_compatible
+    assert not hasattr(plain, "find")  # capabilities are declared hooks, not looked up by name
+
+
+def test_an_algorithm_with_its_own_privacy_modes_takes_privacy_itself():
+    from privaudit.fl.algorithms.registry import algorithm_spec
+    from privaudit.fl.privacy.registry import privatize
+
+    assert algorithm_spec("upcycled-privatefl").privacy_modes == ("none", "ldp", "cdp", "ddp")
+    assert make_algorithm("privatefl", epsilon=4.0, privacy="ldp").name == "privatefl"  # the mechanism is built at start
+    with pytest.raises(InvalidParameterError, match="runs its own privacy modes"):
+        make_algorithm("privatefl", privatizer=lambda a: privatize(a, "none"))
+    with pytest.raises(InvalidParameterError, match="no privacy modes of its own"):
+        make_algorithm("fedavg", privacy="ldp")
+    assert algorithm_spec("pfa").defaults("none") == {"batch_size": 8, "momentum": 0.0, "lr": 0.1, "model": "pfa-lr"}
+    assert algorithm_spec("privatefl").defaults("cdp", {"cdp_variant": "dp-fedavg"})["sampling"] == "poisson"
+    assert algorithm_spec("fedavg").defaults("none") == {}

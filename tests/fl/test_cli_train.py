@@ -104,3 +104,17 @@ def test_unwritable_out_is_one_line_and_exit_2(capsys, tmp_path):
     blocker.write_text("not a directory")
     code, _, stderr = _run(capsys, "train", "--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--local-epochs", "1", "--out", str(blocker), *TINY)
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "not a directory" in stderr
+
+
+def test_one_entry_point_the_algorithm_brings_its_defaults_report_and_summary(capsys, tmp_path):
+    """upcycled-pfa is PFA's algorithm inside Upcycled: it gets PFA's settings, manifest section and summary rows through the
+    wrapper's hooks (there is no per-paper branch in the command)."""
+    out = tmp_path / "up-pfa"
+    code, stdout, stderr = _run(capsys, "train", "--algorithm", "upcycled-pfa", "--budgets", "mixgauss2", "--local-steps", "2",
+                                "--clients-per-round", "0.5", "--dataset", "synthetic:iid", "--rounds", "3", "--out", str(out), *TINY)
+    assert code == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["model"] == "pfa-lr" and summary["training_rounds"] == 2 and "uplink_bytes" in summary
+    manifest = TrainedFederation(out).manifest
+    assert manifest["train_spec"]["local"]["batch_size"] == 8 and manifest["train_spec"]["model"] == "pfa-lr"
+    assert [r["round"] for r in manifest["pfa"]["rounds"]] == [1, 3]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from privaudit.accounting.mechanisms import Neighbouring
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedprox import FedProx
@@ -13,6 +14,7 @@ from privaudit.fl.engine.config import ClientSampling, Execution, FederationConf
 from privaudit.fl.engine.params import equal
 from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 from privaudit.fl.engine.sampling import local_epochs, sample_clients
+from privaudit.fl.engine.seeding import SeedTree
 from tests.fl.conftest import make_dataset, tiny_model
 
 
@@ -155,3 +157,53 @@ def test_config_validation():
         FederationConfig(rounds=1, sampling="sometimes")
     config = _config()
     assert FederationConfig.from_dict(config.to_dict()) == config
+
+
+# -- the algorithm's hooks -------------------------------------------------------------------------
+class _ChoosingFedAvg(FedAvg):
+    """FedAvg that plans at start, chooses its own clients, states replace-one guarantees and completes the record."""
+
+    neighbouring = Neighbouring.REPLACE_ONE
+
+    def setup(self, context) -> None:
+        super().setup(context)
+        self.calls: list[str] = []
+
+    def start_federation(self, config, ledger) -> None:
+        self.calls.append("start")
+        ledger.set_budget(0, 1.0, 1e-5)
+
+    def select_clients(self, training_round, rng):
+        self.calls.append(f"select {training_round}")
+        return [training_round % 6, 5]
+
+    def end_federation(self, result) -> None:
+        self.calls.append("end")
+        result.ledger.set_budget(1, 2.0, 1e-5)
+
+
+class _EndSeen(RoundObserver):
+    def on_end(self, result) -> None:
+        self.budgets = sorted(result.ledger.budgets)
+
+
+def test_hooks_run_once_each_in_order_and_through_any_wrapper():
+    from privaudit.fl.algorithms.upcycled import Upcycled
+    from privaudit.fl.privacy.perturbation import NoPrivacy
+
+    inner = _ChoosingFedAvg()
+    observer = _EndSeen()
+    result = run_federation(make_dataset(), tiny_model(), Upcycled(NoPrivacy(inner)), _config(rounds=4, stragglers=0.0),
+                            observers=[observer], progress=False)
+    assert inner.calls == ["start", "select 1", "select 2", "end"]  # Upcycled trains in rounds 1 and 3 only
+    assert [m.clients for m in result.history if m.trained] == [[1, 5], [2, 5]]
+    assert result.ledger.neighbouring is Neighbouring.REPLACE_ONE
+    assert observer.budgets == ["0", "1"]  # end_federation completed the ledger before the observers saw the end
+    assert result.algorithm.inner.inner is inner
+
+
+def test_without_hooks_the_federation_samples_as_before():
+    chosen = _run(_config(stragglers=0.0), FedAvg())[0]
+    expected = [sorted(int(c) for c in sample_clients(6, 0.5, ClientSampling.FIXED_SIZE, SeedTree(11).numpy("sampling", r)))
+                for r in range(1, 5)]
+    assert [m.clients for m in chosen.history] == expected

@@ -39,12 +39,12 @@ def _dataset(name: str):
 @pytest.mark.parametrize(
     ("name", "shape", "classes", "expected"),
     [
-        ("logreg", (20,), 2, 42),  # Upcycled-FL nn.Linear(20, 2), spec §1.2
+        ("logreg", (20,), 2, 42),  # Upcycled-FL nn.Linear(20, 2) (osu-srml/Upcycled-FL models.py)
         ("pfa-lr", (1, 28, 28), 10, 7_850),  # PFA Table 5
         ("pfa-cnn", (1, 28, 28), 10, 26_010),  # PFA Table 5
-        ("upcycled-mlp", (1, 28, 28), 10, 155_830),  # spec §1.2
-        ("privatefl-dnn", (1, 28, 28), 10, 784 * 600 + 600 * 100 + 100 * 10),  # 531,400, no biases, spec §2.2
-        ("fedreg-cnn", (1, 28, 28), 10, 832 + 25_632 + 51_264 + 576 * 256 + 256 + 2_570),  # flatten 576, spec §3.1
+        ("upcycled-mlp", (1, 28, 28), 10, 155_830),  # Upcycled-FL's FEMNIST Twolayer
+        ("privatefl-dnn", (1, 28, 28), 10, 784 * 600 + 600 * 100 + 100 * 10),  # 531,400, no biases (PrivateFL modelUtil.py)
+        ("fedreg-cnn", (1, 28, 28), 10, 832 + 25_632 + 51_264 + 576 * 256 + 256 + 2_570),  # flatten 576 (FedReg FedUtils/models/mnist/cnn.py)
         ("lenet-dlg", (3, 32, 32), 10, 912 + 2 * 3_612 + 768 * 10 + 10),  # DLG LeNet, 768 features
     ],
 )

@@ -141,38 +141,64 @@ def test_output_perturbation_event_variants():
     assert not events["scaffold"].valid and "control_delta" in events["scaffold"].note
 
 
+def _paper_law_draw(like, alpha: float, seed: int) -> torch.Tensor:
+    """What :func:`noise.objective_noise_paper` must draw for ``seed``: ‖n‖ ~ Gamma(d, rate α), then a standard normal direction."""
+    d = sum(v.numel() for v in like.values())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        radius = torch.distributions.Gamma(torch.tensor(float(d), dtype=torch.float64), torch.tensor(float(alpha), dtype=torch.float64)).sample()
+        direction = torch.randn(d, dtype=torch.float64)
+    return (direction * (radius / direction.norm())).float()
+
+
+#: Draws of the vectorised law checks below (the old per-seed loops took 1,500 draws at ~1–5 ms each).
+LAW_DRAWS = 20_000
+
+
 def test_objective_noise_norm_is_gamma_d_alpha_and_direction_isotropic():
     like = {"w": torch.zeros(2, 3), "b": torch.zeros(1)}  # d = 7
-    draws = torch.stack([torch.cat([v.reshape(-1) for v in noise.objective_noise_paper(like, 3.0, seed).values()]) for seed in range(1500)]).double()
+    # 1. the function is exactly the draw of the stated law, seed by seed (draw order and parameterisation included)
+    for seed in range(20):
+        drawn = torch.cat([v.reshape(-1) for v in noise.objective_noise_paper(like, 3.0, seed).values()])
+        assert torch.equal(drawn, _paper_law_draw(like, 3.0, seed))
+    # 2. the law, on LAW_DRAWS vectorised draws of the same sampler calls: ‖n‖ ~ Gamma(7, rate 3), n/‖n‖ uniform on S⁶
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        radii = torch.distributions.Gamma(torch.tensor(7.0, dtype=torch.float64), torch.tensor(3.0, dtype=torch.float64)).sample((LAW_DRAWS,))
+        directions = torch.randn(LAW_DRAWS, 7, dtype=torch.float64)
+    draws = directions * (radii / directions.norm(dim=1)).unsqueeze(1)
     norms = draws.norm(dim=1).numpy()
     assert stats.kstest(norms, stats.gamma(a=7, scale=1 / 3.0).cdf).pvalue > 1e-3
-    assert stats.kstest(norms, stats.gamma(a=5, scale=1 / 3.0).cdf).pvalue < 1e-6  # the test can tell shapes apart
-    directions = draws / draws.norm(dim=1, keepdim=True)
-    assert float(directions.mean(dim=0).abs().max()) < 0.06
-    torch.testing.assert_close((directions**2).mean(dim=0), torch.full((7,), 1 / 7, dtype=torch.float64), atol=0.015, rtol=0)
+    assert stats.kstest(norms, stats.gamma(a=6.5, scale=1 / 3.0).cdf).pvalue < 1e-6  # tells shapes 0.5 apart (1,500 draws: 2 apart)
+    assert stats.kstest(norms, stats.gamma(a=3, scale=1 / 7.0).cdf).pvalue < 1e-6  # and a swapped (shape, rate)
+    unit = draws / draws.norm(dim=1, keepdim=True)
+    # uniform on S^{d−1}: E u_i = 0, Var u_i = 1/d, E u_i² = 1/d, Var u_i² = 3/(d(d+2)) − 1/d²; 5 standard errors of the means
+    d, n = 7, LAW_DRAWS
+    assert float(unit.mean(dim=0).abs().max()) < 5 * math.sqrt(1 / d / n)  # 0.0085 (was 0.06)
+    second_moment_se = math.sqrt((3 / (d * (d + 2)) - 1 / d**2) / n)
+    torch.testing.assert_close((unit**2).mean(dim=0), torch.full((7,), 1 / 7, dtype=torch.float64), atol=5 * second_moment_se, rtol=0)
 
 
 def test_objective_noise_reference_law():
     like = {"w": torch.zeros(2, 20), "b": torch.zeros(2)}
-    drawn = noise.objective_noise_reference(like, 10.0, 20, seed=77)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(77)
-        directions = {k: torch.rand(v.shape) - 0.5 for k, v in like.items()}
-        total = sum(torch.norm(d) for d in directions.values())
-        radius = torch.distributions.gamma.Gamma(20.0, 10.0).sample()
-    for k in like:
-        torch.testing.assert_close(drawn[k], directions[k] * radius / total)
-    # cube directions: the coordinates are bounded by the Gamma draw, unlike a sphere's
-    radii = []
-    for seed in range(1500):
+    # 1. the function is exactly the reference code's draw, seed by seed: cube directions per tensor, Gamma(feature_len,
+    #    rate α) scaled by the *sum* of the per-tensor direction norms
+    for seed in (*range(19), 77):
+        drawn = noise.objective_noise_reference(like, 10.0, 20, seed=seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            d = {k: torch.rand(v.shape) - 0.5 for k, v in like.items()}
-            total = sum(torch.norm(x) for x in d.values())
-            n = torch.cat([x.reshape(-1) for x in d.values()]).norm()
-        drawn = noise.objective_noise_reference(like, 10.0, 20, seed)
-        radii.append(float(torch.cat([v.reshape(-1) for v in drawn.values()]).norm() * total / n))
+            directions = {k: torch.rand(v.shape) - 0.5 for k, v in like.items()}
+            total = sum(torch.norm(d) for d in directions.values())
+            radius = torch.distributions.gamma.Gamma(20.0, 10.0).sample()
+        for k in like:  # equal up to the order of the float32 products
+            torch.testing.assert_close(drawn[k], directions[k] * radius / total)
+    # 2. the radius law of that draw, on LAW_DRAWS vectorised calls of the same sampler: Gamma(shape 20, rate 10)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        radii = torch.distributions.gamma.Gamma(20.0, 10.0).sample((LAW_DRAWS,)).double().numpy()
     assert stats.kstest(radii, stats.gamma(a=20, scale=0.1).cdf).pvalue > 1e-3
+    assert stats.kstest(radii, stats.gamma(a=19, scale=0.1).cdf).pvalue < 1e-6  # the test tells shapes apart
+    assert stats.kstest(radii, stats.gamma(a=10, scale=1 / 20).cdf).pvalue < 1e-6  # and a swapped (shape, rate)
 
 
 def test_objective_perturbation_events_and_assumption_checks():

@@ -50,7 +50,7 @@ def test_explicit_threshold_equals_the_beta_quantile_formula_by_hand(threshold, 
 
 @pytest.mark.parametrize(("n", "expected"), [(100, 3.28), (500, 4.91), (1000, 5.60), (10_000, 7.91)])
 def test_ceiling_of_one_fixed_threshold_matches_spec_table(n, expected):
-    # spec auditing.md §5.1: perfect attack, N per side, α = 0.05, δ = 1e-5 (the table is rounded; 7.905 → 7.91).
+    # independently computed, rounded reference values (7.905 → 7.91): perfect attack, N per side, α = 0.05, δ = 1e-5
     rng = np.random.default_rng(0)
     result = epsilon_cp(rng.normal(size=n), rng.normal(size=n), significance=0.05, delta=1e-5, strategy=Explicit(0.0))
     p = 1 - 0.025 ** (1 / n)

@@ -15,14 +15,14 @@ from tests.audit.helpers import deterministic_normal
 
 @pytest.mark.parametrize(("mu", "epsilon", "digits"), [(0.5, 1.99, 2), (1.0, 4.38, 2), (2.0, 10.0, 1)])
 def test_mu_to_epsilon_reference_values(mu, epsilon, digits):
-    # spec auditing.md §2.4, δ = 1e-5
+    # δ(ε; μ) of Dong, Roth & Su 2022, Cor. 2.13, solved independently at δ = 1e-5
     assert round(mu_to_epsilon(mu, 1e-5), digits) == epsilon
 
 
 def test_mu_to_epsilon_is_zero_without_evidence_and_inverts_the_claim_mu():
     assert mu_to_epsilon(0.0, 1e-5) == 0.0
     assert mu_to_epsilon(-1.0, 1e-5) == 0.0
-    assert round(gaussian_mu_for(1.4, 1e-3), 3) == 0.515  # spec §2.4: claim (1.4, 1e-3) ↔ μ = 0.515
+    assert round(gaussian_mu_for(1.4, 1e-3), 3) == 0.515  # Upcycled-FL's claim (1.4, 1e-3) ↔ μ = 0.515
     assert mu_to_epsilon(gaussian_mu_for(1.4, 1e-3), 1e-3) == pytest.approx(1.4, rel=1e-6)
 
 
@@ -47,7 +47,7 @@ def test_explicit_threshold_mu_by_hand(threshold):
 
 
 def test_low_in_scores_are_never_evidence_one_sided():
-    """Regression for the jax-privacy ≤ 2.0.0 bug (spec §5.4): |μ| of a negative forward value is not a bound."""
+    """Regression for the google-deepmind/jax_privacy ≤ 2.0.0 bug: |μ| of a negative forward value is not a bound."""
     low_in, out = deterministic_normal(-3.0, 2000), deterministic_normal(0.0, 2000)
     one_sided = epsilon_gdp(low_in, out, mechanism="gaussian")
     assert one_sided.epsilon_lb == 0.0 and one_sided.details["mu_lb"] == 0.0

@@ -54,12 +54,12 @@ def test_delta_zero_is_the_randomised_response_tail(r, v):
     [(100, 0.0, 3.49), (1000, 0.0, 5.81), (1000, 1e-5, 5.78), (10_000, 0.0, 8.11), (10_000, 1e-5, 7.83)],
 )
 def test_perfect_attack_ceilings_match_spec_table(m, delta, expected):
-    # spec auditing.md §5.1: all m guesses correct, α = 0.05
+    # independently computed reference values: all m guesses correct, α = 0.05
     assert one_run_epsilon(m, m, m, 0.05, delta) == pytest.approx(expected, abs=0.006)
 
 
 def test_the_2m_delta_term_caps_the_bound_at_large_delta():
-    # spec §5.1: at δ = 1e-3 even a perfect attack gets ≈ 3.57 at m = 200 and m = 500 (the peak, 3.61, is near m = 300)
+    # at δ = 1e-3 even a perfect attack gets ≈ 3.57 at m = 200 and m = 500 (the peak, 3.61, is near m = 300)
     assert one_run_epsilon(200, 200, 200, 0.05, 1e-3) == pytest.approx(3.57, abs=0.005)
     assert one_run_epsilon(500, 500, 500, 0.05, 1e-3) == pytest.approx(3.57, abs=0.005)
     curve = [one_run_epsilon(m, m, m, 0.05, 1e-3) for m in (100, 200, 300, 400, 500, 1000, 10_000)]

@@ -1,6 +1,6 @@
 """Seeded simulations of client participation, and the trials that run them through the executor.
 
-Both PrivateFL (spec P4) and PFA (spec F2) calibrate each client's noise for its *expected* participation,
+Both PrivateFL (audit point P4) and PFA (audit point F2) calibrate each client's noise for its *expected* participation,
 while clients are drawn uniformly at random each round, so some clients take part more often than
 expected. These functions simulate the reference codes' sampling exactly as they draw it:
 

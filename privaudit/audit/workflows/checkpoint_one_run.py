@@ -2,8 +2,8 @@
 
 Steinke, Nasr & Jagielski (2023) audit a mechanism from a *single* training run: m canaries are each included
 independently with probability ½, the run is trained once, every canary is scored, and the guesses on the
-most and least confident canaries give an ε lower bound (spec ``auditing.md`` §2.5; the f-DP variant of
-Mahloujifar et al. 2024, §2.6). A checkpoint's own run holds no canaries, so the audit re-trains the
+most and least confident canaries give an ε lower bound (Steinke, Nasr & Jagielski, NeurIPS 2023; the f-DP variant of
+Mahloujifar, Melis & Chaudhuri 2024). A checkpoint's own run holds no canaries, so the audit re-trains the
 checkpoint's recipe (its manifest's ``train_spec``: same data, algorithm, privacy mechanism and seed) once with
 m input canaries inserted (:mod:`privaudit.fl.canaries.inputs`), scores them on the final global model with a
 black-box membership signal (:func:`attacks.membership.score_input_canaries`, LOSS by default), and bounds ε
@@ -13,8 +13,9 @@ objective perturbation, for example, is pure ε-DP and Laplace-like, where the G
 
 The claim audited is the checkpoint's own accounting (its ledger's largest per-client ε at δ) unless
 ``claimed_epsilon`` is given. Caveats the report states: the one-run bound's 2mδ term makes it vacuous for
-large m·δ (at δ = 1e-3 even a perfect attack certifies at most ≈ 3.6, spec §5.3), and a black-box final-model
-attack is far from tight for DP training (§4) — an honest "inconclusive" is the usual outcome.
+large m·δ (at δ = 1e-3 even a perfect attack certifies at most ≈ 3.6, :mod:`privaudit.stats.one_run`), and a
+black-box final-model attack is far from tight for DP training (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021)
+— an honest "inconclusive" is the usual outcome.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Nasr et al. 2023 ("Tight auditing of differentially private machine learning") audit DP training as a white-box
 adversary who inserts *gradient canaries* and observes every step; each step gives its own μ-GDP lower bound and,
 when every step is a Gaussian mechanism with fresh noise, the Gaussian trade-off curves compose exactly:
-G_{μ₁} ⊗ … ⊗ G_{μ_T} = G_{√(Σ μ_t²)} (Dong, Roth & Su 2022, Cor. 3.3). Spec ``auditing.md`` §2.4.
+G_{μ₁} ⊗ … ⊗ G_{μ_T} = G_{√(Σ μ_t²)} (Dong, Roth & Su 2022, Cor. 3.3).
 
 Here the checkpoint's recipe (its manifest's ``train_spec``) is re-trained once with K gradient canaries carried by
 one client (:mod:`privaudit.fl.canaries.gradients`): in every training round t each canary j enters that client's

@@ -15,17 +15,28 @@ Splitting the architecture's ``client_update(global_state, client_data, rng) -> 
 
 Privacy mechanisms and Upcycled-FL are *wrappers* (:class:`AlgorithmWrapper`) around any algorithm, in
 the manner of Flower's ``DifferentialPrivacyClientSideFixedClipping`` strategy wrapping a strategy.
+
+Beyond the round's steps, the interface declares the *capabilities* the federation and the wrappers ask an
+algorithm about — the federation's hooks (:meth:`Algorithm.start_federation`, :meth:`Algorithm.select_clients`,
+:meth:`Algorithm.end_federation`), what it contributes to a finished run's record
+(:meth:`Algorithm.manifest_sections`, :meth:`Algorithm.summary_rows`, :meth:`Algorithm.model_for`) and what the
+privatizers need to know (:attr:`Algorithm.neighbouring`, :attr:`Algorithm.accounts_own_privacy`,
+:attr:`Algorithm.shared_names`, ...). Each has a documented default that changes nothing; an algorithm overrides
+the ones it has, and :class:`AlgorithmWrapper` passes every one through to the algorithm it wraps explicitly, so a
+capability of the innermost algorithm is seen through any stack of wrappers and a wrapper that changes one
+overrides it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from privaudit.accounting.ledger import PrivacyEvent
+from privaudit.accounting.mechanisms import Neighbouring
 from privaudit.data.base import ClientData
 from privaudit.fl.engine import params as P
 from privaudit.fl.engine.local_training import LocalObjective
@@ -33,9 +44,17 @@ from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import SeedTree
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import nn
 
+    from privaudit.accounting.ledger import PrivacyLedger
+    from privaudit.fl.engine.config import FederationConfig
+    from privaudit.fl.engine.round_loop import FederationResult
     from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome
+
+#: What :meth:`Algorithm.model_for` returns for an architecture no registered name describes:
+#: ``build(input_shape, num_classes) -> nn.Module``, called under the run's seeded model initialisation.
+ModelBuilder = Callable[[tuple[int, ...], int], "nn.Module"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +129,77 @@ class Algorithm:
 
     name = "algorithm"
 
+    # -- capabilities the privatizers ask about (class attributes or properties; defaults change nothing) --------
+    #: The neighbouring relation of the guarantees this algorithm's privacy events state; the run's ledger records it.
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    #: Whether the algorithm records its own privacy events (PFA: its private clients run DP-SGD inside it and its
+    #: public clients release without noise by design), so ``--privacy none`` adds no "no DP guarantee" event.
+    accounts_own_privacy: bool = False
+    #: Whether the local step has a DP-SGD form, so ``--privacy dp-sgd`` may swap DP-SGD in for the local solver
+    #: (pFedMe's Moreau-envelope loop and FedReg's pseudo-data step have none).
+    dp_sgd_compatible: bool = True
+    #: Whether clients take full-batch steps, so DP-SGD samples every record (q = 1) once per epoch (FedSGD).
+    full_batch_dp_sgd: bool = False
+    #: Whether the server step is post-processing of the clients' mean update and clients release nothing else, so
+    #: ``--privacy cdp|ddp`` may privatise that mean (each algorithm declares it; one that declares nothing is refused).
+    server_dp_compatible: bool = False
+    #: Why the server step is not post-processing of the mean update (shown when ``--privacy cdp|ddp`` is refused).
+    server_dp_reason: str | None = None
+
+    @property
+    def shared_names(self) -> tuple[str, ...]:
+        """The parameters the server aggregates (after :meth:`setup`): every trainable one unless the algorithm keeps
+        some on the clients (PrivateFL's personal transformation)."""
+        return tuple(self.context.trainable)
+
+    @property
+    def proximal_mu(self) -> float:
+        """μ of the proximal term (μ/2)‖ω − ω̄‖² of the local objective (FedProx), 0 without one.
+
+        Upcycled-FL's u = μ/(μ + λ) (000 eq. 4) takes it from the algorithm it wraps.
+        """
+        return 0.0
+
+    @property
+    def release_clip(self) -> float | None:
+        """τ: the norm every released client model is clipped to by a privatizer (output perturbation), ``None``
+        when nothing bounds the releases. Canary clients take their update norm from it."""
+        return None
+
+    # -- hooks of the federation (round loop) and of privaudit train ---------------------------------------
+    def start_federation(self, config: FederationConfig, ledger: PrivacyLedger) -> None:
+        """Called once after :meth:`setup` and before round 1 with the run's configuration and privacy ledger.
+
+        Algorithms that plan from the run do it here (PFA draws the budgets, calibrates every client's σ_m and
+        sets the budgets in ``ledger``). Default: nothing.
+        """
+
+    def select_clients(self, training_round: int, rng: np.random.Generator) -> Sequence[int] | None:
+        """The clients of training round ``training_round`` for algorithms that choose them (PFA's budget pre-check),
+        drawn with the round's seeded sampling stream ``rng``; ``None`` (default): the federation samples them."""
+        return None
+
+    def end_federation(self, result: FederationResult) -> None:
+        """After the last round, before any observer sees the end (the checkpoint writer among them): complete the
+        run's record (PrivateFL's privacy modes put their budgets into ``result.ledger``). Default: nothing."""
+
+    def manifest_sections(self) -> dict[str, Any]:
+        """Sections this algorithm adds to the checkpoint manifest of its finished run, by key (PFA's participation,
+        uplink and per-round aggregation report under ``"pfa"``). Default: none."""
+        return {}
+
+    def summary_rows(self, result: FederationResult) -> dict[str, Any]:
+        """Rows this algorithm adds to ``privaudit train``'s summary of the finished run ``result`` (PFA: when and why
+        training stopped, ε spent, uplink reduction). Default: none."""
+        return {}
+
+    def model_for(self, name: str) -> str | ModelBuilder:
+        """The model this algorithm trains when the run names model ``name``: ``name`` itself (default), another
+        registered name, or a :data:`ModelBuilder` for an architecture no name describes (PrivateFL puts its
+        personalised transformation in front of ``name``)."""
+        return name
+
+    # -- the round -------------------------------------------------------------------------------------
     def setup(self, context: SetupContext) -> None:
         """Initialise server (and simulated client) state before round 1."""
         self.context = context
@@ -144,10 +234,6 @@ class Algorithm:
 
     def hyperparameters(self) -> dict[str, Any]:
         return {}
-
-    def find(self, attribute: str) -> Any:
-        """The value of ``attribute`` on this algorithm or the innermost algorithm that has it, else ``None``."""
-        return getattr(self, attribute, None)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "hyperparameters": self.hyperparameters()}
@@ -198,9 +284,60 @@ class AlgorithmWrapper(Algorithm):
     def personal_states(self) -> dict[int, State]:
         return self.inner.personal_states()
 
-    def find(self, attribute: str) -> Any:
-        value = getattr(self, attribute, None)
-        return value if value is not None else self.inner.find(attribute)
+    # -- capabilities and hooks: the wrapped algorithm's, unless a wrapper overrides them ---------------------
+    @property
+    def neighbouring(self) -> Neighbouring:  # type: ignore[override]
+        return self.inner.neighbouring
+
+    @property
+    def accounts_own_privacy(self) -> bool:  # type: ignore[override]
+        return self.inner.accounts_own_privacy
+
+    @property
+    def dp_sgd_compatible(self) -> bool:  # type: ignore[override]
+        return self.inner.dp_sgd_compatible
+
+    @property
+    def full_batch_dp_sgd(self) -> bool:  # type: ignore[override]
+        return self.inner.full_batch_dp_sgd
+
+    @property
+    def server_dp_compatible(self) -> bool:  # type: ignore[override]
+        return self.inner.server_dp_compatible
+
+    @property
+    def server_dp_reason(self) -> str | None:  # type: ignore[override]
+        return self.inner.server_dp_reason
+
+    @property
+    def shared_names(self) -> tuple[str, ...]:
+        return self.inner.shared_names
+
+    @property
+    def proximal_mu(self) -> float:
+        return self.inner.proximal_mu
+
+    @property
+    def release_clip(self) -> float | None:
+        return self.inner.release_clip
+
+    def start_federation(self, config: FederationConfig, ledger: PrivacyLedger) -> None:
+        self.inner.start_federation(config, ledger)
+
+    def select_clients(self, training_round: int, rng: np.random.Generator) -> Sequence[int] | None:
+        return self.inner.select_clients(training_round, rng)
+
+    def end_federation(self, result: FederationResult) -> None:
+        self.inner.end_federation(result)
+
+    def manifest_sections(self) -> dict[str, Any]:
+        return self.inner.manifest_sections()
+
+    def summary_rows(self, result: FederationResult) -> dict[str, Any]:
+        return self.inner.summary_rows(result)
+
+    def model_for(self, name: str) -> str | ModelBuilder:
+        return self.inner.model_for(name)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "hyperparameters": self.hyperparameters(), "wraps": self.inner.describe()}

@@ -170,6 +170,9 @@ class FedCurv(FedAvg):
     """
 
     name = "fedcurv"
+    server_dp_compatible = False
+    server_dp_reason = ("FedCurv's clients also release their Fisher diagonals, which the server sums un-noised and "
+                        "sends to every other client")
 
     def __init__(self, lam: float = 1e-4) -> None:
         if not lam >= 0 or math.isinf(lam):
@@ -200,10 +203,11 @@ class FedCurv(FedAvg):
         fisher = info.pop("fisher")
         events = result.events
         if "noise_multiplier" in info:  # trained by DP-SGD: the model is private, the Fisher diagonal is not
-            from privaudit.papers.fedreg.algorithm import no_guarantee_event
+            from privaudit.accounting.ledger import PrivacyEvent
 
-            events = (*events, no_guarantee_event(client, self.name, "releases the client's empirical Fisher diagonal "
-                                                                     "without noise beside its DP-SGD model"))
+            events = (*events, PrivacyEvent.no_guarantee(
+                str(client.client_id), client.round,
+                f"{self.name} releases the client's empirical Fisher diagonal without noise beside its DP-SGD model (ε = ∞)"))
         return replace(result, extras={**result.extras, "fisher": fisher}, info=info, events=events)
 
     def aggregate(self, round: int, global_state: State, results: Sequence[ClientResult]) -> State:

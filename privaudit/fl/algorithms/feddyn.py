@@ -24,10 +24,20 @@ from privaudit.fl.algorithms.base import (
 from privaudit.fl.engine import params as P
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
+from privaudit.fl.privacy.server_release import AGGREGATE_OF_CLIENTS
+
+
+def _clients(result: ClientResult) -> float:
+    """How many clients' models ``result`` stands for: 1, or a server-side private aggregate's denominator."""
+    return float(result.info.get(AGGREGATE_OF_CLIENTS, 1))
 
 
 class FedDyn(Algorithm):
     name = "feddyn"
+    #: h and the new model are functions of the round's sum and average of client models only, and the clients'
+    #: g_i stay on the clients: under ``--privacy cdp|ddp`` the server step runs on the private mean update, with
+    #: Σ_{i∈S}(θ_i − θ) estimated as (clients it stands for)·(private mean update) — post-processing.
+    server_dp_compatible = True
 
     def __init__(self, alpha: float = 0.01) -> None:
         if not alpha > 0:
@@ -55,7 +65,7 @@ class FedDyn(Algorithm):
     def aggregate(self, round: int, global_state: State, results: Sequence[ClientResult]) -> State:
         if not results:
             return P.clone(global_state)
-        drift = {n: sum(r.state[n] - global_state[n] for r in results) for n in self.trainable}
+        drift = {n: sum(_clients(r) * (r.state[n] - global_state[n]) for r in results) for n in self.trainable}
         self.h = P.add(self.h, drift, -self.alpha / self.context.num_clients)
         average = example_weighted_average(results)
         return {k: (average[k] - self.h[k] / self.alpha if k in self.h else average[k]) for k in global_state}

@@ -23,6 +23,10 @@ class FedProx(FedAvg):
             raise InvalidParameterError(f"FedProx μ must be a finite number ≥ 0, got {mu}")
         self.mu = float(mu)
 
+    @property
+    def proximal_mu(self) -> float:
+        return self.mu
+
     def local_objective(self, global_state: State, client: ClientContext) -> LocalObjective:
         return LocalObjective(anchor=global_state, prox=self.mu)
 

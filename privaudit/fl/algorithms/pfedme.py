@@ -29,6 +29,9 @@ class PFedMe(Algorithm):
     name = "pfedme"
     #: The local step is a Moreau-envelope inner loop, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
     dp_sgd_compatible = False
+    #: w̄ ← (1 − β)w̄ + β·(private mean) is post-processing of the server-side private release; the personalised
+    #: models θ_i stay on the clients (they are never released), so ``--privacy cdp|ddp`` is sound.
+    server_dp_compatible = True
 
     def __init__(self, lam: float = 15.0, inner_steps: int = 5, personal_lr: float = 0.1, beta: float = 1.0) -> None:
         if not 0 < beta <= 2:

@@ -5,7 +5,9 @@ modules lazily, so listing algorithms and building CLI flags stay torch-free; :d
 the spec modules.
 Every base algorithm X is also available as ``upcycled-X`` (:class:`~privaudit.fl.algorithms.upcycled.Upcycled`
 around X), taking X's options plus ``--upcycle u`` or ``--lam λ``. Adding an algorithm with its own options
-means writing its module and a spec (in a spec module listed here); the CLI picks its flags up.
+means writing its module and a spec (in a spec module listed here); the CLI picks its flags up, and the spec
+says what ``privaudit train`` uses where the command line gives nothing (:attr:`AlgorithmSpec.train_defaults`)
+and whether the algorithm runs its own privacy modes (:attr:`AlgorithmSpec.privacy_modes`).
 """
 
 from __future__ import annotations
@@ -34,14 +36,40 @@ LAM = Option("lam", float, "Upcycled-FL λ_m: sets u = μ/(μ+λ) with the base 
 UPCYCLED_OPTIONS = (UPCYCLE, LAM)
 
 
+#: Settings of a run that an algorithm's :attr:`AlgorithmSpec.train_defaults` may give: local training
+#: (:class:`~privaudit.fl.engine.config.LocalTrainingConfig` by ``privaudit train``'s flag names), execution and
+#: client sampling, model and data (``num_clients``, ``partition``).
+TRAIN_DEFAULT_KEYS = ("local_epochs", "batch_size", "lr", "momentum", "execution", "sampling", "model", "num_clients", "partition")
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """A buildable algorithm: its name, a one-line summary, its options and ``build(**options)``."""
+    """A buildable algorithm: its name, a one-line summary, its options and ``build(**options)``.
+
+    ``train_defaults(privacy, options) -> {setting: value}`` gives the run settings of :data:`TRAIN_DEFAULT_KEYS` the
+    algorithm's paper uses, for its privacy mode and options (PFA: B = 8, no momentum, ``pfa-lr``); a setting
+    the run names wins. ``privacy_modes`` are privacy modes the algorithm runs itself, calibrated from the run
+    (PrivateFL's ``ldp``/``cdp``/``ddp`` for a claimed ε): ``--privacy`` is then passed to ``build`` as
+    ``privacy=`` and no generic privatizer wraps the algorithm.
+    """
 
     name: str
     summary: str
     options: tuple[Option, ...]
     build: Callable[..., Any]
+    train_defaults: Callable[[str, Mapping[str, Any]], Mapping[str, Any]] | None = None
+    privacy_modes: tuple[str, ...] = ()
+
+    def defaults(self, privacy: str | None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The run settings this algorithm brings for ``privacy`` and its ``options`` (empty if none)."""
+        if self.train_defaults is None:
+            return {}
+        given = {k: v for k, v in (options or {}).items() if v is not None}
+        out = dict(self.train_defaults(str(privacy or "none").strip().lower(), given))
+        unknown = sorted(set(out) - set(TRAIN_DEFAULT_KEYS))
+        if unknown:
+            raise ValueError(f"algorithm {self.name} gives unknown train defaults {unknown}")
+        return out
 
 
 @cache
@@ -65,8 +93,19 @@ def algorithm_specs() -> dict[str, AlgorithmSpec]:
             summary=f"Upcycled-FL around {name}: odd rounds are {name}'s, even rounds server-only extrapolation",
             options=spec.options + UPCYCLED_OPTIONS,
             build=spec.build,
+            train_defaults=spec.train_defaults,
+            privacy_modes=spec.privacy_modes,
         )
     return out
+
+
+def algorithm_spec(name: str) -> AlgorithmSpec:
+    """The spec of algorithm ``name`` (``upcycled-X`` included)."""
+    key = str(name).strip().lower()
+    specs = algorithm_specs()
+    if key not in specs:
+        raise InvalidParameterError(f"unknown algorithm {name!r}; known: {', '.join(specs)}")
+    return specs[key]
 
 
 def option_owners() -> dict[str, list[str]]:
@@ -95,23 +134,30 @@ def make_algorithm(
     options: Mapping[str, Any] | None = None,
     *,
     privatizer: Callable[[Any], Any] | None = None,
+    privacy: str | None = None,
     **kwargs: Any,
 ):
     """Build algorithm ``name`` from named options (``None`` values mean "not given", so defaults apply).
 
     ``privatizer`` wraps the base algorithm before Upcycled-FL wraps it, so ``upcycled-X`` with a privacy
-    mechanism is Upcycled(Privatizer(X)): the privatizer acts in the odd rounds only.
+    mechanism is Upcycled(Privatizer(X)): the privatizer acts in the odd rounds only. ``privacy`` is the privacy
+    mode of an algorithm that runs its own (:attr:`AlgorithmSpec.privacy_modes`), passed to its builder.
     """
     given = {**(options or {}), **kwargs}
-    key = str(name).strip().lower()
-    specs = algorithm_specs()
-    if key not in specs:
-        raise InvalidParameterError(f"unknown algorithm {name!r}; known: {', '.join(specs)}")
-    spec = specs[key]
+    spec = algorithm_spec(name)
+    key = spec.name
     base_name = key[len(UPCYCLED_PREFIX) :] if key.startswith(UPCYCLED_PREFIX) else key
     base_spec = _base_specs()[base_name]
     reject_unused(given, [o.name for o in spec.options], f"algorithm {key}", option_owners())
-    algorithm = base_spec.build(**take_options(given, base_spec.options))
+    own_privacy = {}
+    if base_spec.privacy_modes:
+        if privatizer is not None:
+            raise InvalidParameterError(f"{key} runs its own privacy modes ({', '.join(base_spec.privacy_modes)}); "
+                                        "it takes --privacy itself, not a generic privatizer")
+        own_privacy = {"privacy": "none" if privacy is None else privacy}
+    elif privacy is not None and str(privacy).strip().lower() != "none":
+        raise InvalidParameterError(f"{key} has no privacy modes of its own: wrap it with a privatizer (--privacy {privacy})")
+    algorithm = base_spec.build(**take_options(given, base_spec.options), **own_privacy)
     if privatizer is not None:
         algorithm = privatizer(algorithm)
     if key.startswith(UPCYCLED_PREFIX):

@@ -28,6 +28,9 @@ from privaudit.fl.engine.params import State
 
 class Scaffold(Algorithm):
     name = "scaffold"
+    server_dp_compatible = False
+    server_dp_reason = ("SCAFFOLD's clients also release their control-variate changes Δc_i, which the server adds "
+                        "un-noised to c and sends to every client")
 
     def __init__(self, server_lr: float = 1.0) -> None:
         if not server_lr > 0:

@@ -1,7 +1,7 @@
 """Specs of the seven base algorithms of Upcycled-FL's Table 1 (003 §7.2), with their options and defaults.
 
 Torch-free: each builder imports its algorithm module when called. Defaults follow the Upcycled-FL reference
-code's ``train.py`` (spec §1.2) unless an option says otherwise.
+code (osu-srml/Upcycled-FL@4dd7400:train.py) unless an option says otherwise.
 """
 
 from __future__ import annotations

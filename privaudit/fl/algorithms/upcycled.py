@@ -8,7 +8,7 @@ extrapolates from the last two global models,
 derived for FedProx from the first-order condition of the odd-round objective; 003 generalises it to
 "Upcycled-X". 003's Algorithm 1 prints the coefficient as λ_m/2, inconsistent with its eq. 6; the
 reference code takes ``u`` directly (``--upcycled_param``, default 0.3) and applies it as here
-(``agg_weight += upcycled_param * global_difference``, spec §1.2). Give ``u`` directly, or λ with the wrapped
+(``agg_weight += upcycled_param * global_difference`` in osu-srml/Upcycled-FL@4dd7400:server/avg.py). Give ``u`` directly, or λ with the wrapped
 algorithm's μ (FedProx) to get u = μ/(μ+λ).
 
 By Lemma 6.1 the even iterations are post-processing; this wrapper makes that structural: an even round
@@ -48,7 +48,7 @@ class Upcycled(AlgorithmWrapper):
     def __init__(self, inner: Algorithm, u: float = 0.3, lam: float | None = None) -> None:
         super().__init__(inner)
         if lam is not None:
-            u = coefficient_from_lambda(float(inner.find("mu") or 0.0), float(lam))
+            u = coefficient_from_lambda(float(inner.proximal_mu), float(lam))
         if not math.isfinite(u) or u < 0:
             raise InvalidParameterError(f"the Upcycled coefficient u must be a finite number ≥ 0, got {u}")
         self.u = float(u)

@@ -1,5 +1,5 @@
 """Canary clients (Andrew, Kairouz, Oh, Oprea, McMahan & Suriyakumar 2024, "One-shot empirical privacy
-estimation for federated learning", §3; spec ``auditing.md`` §2.8).
+estimation for federated learning", ICLR 2024, §3).
 
 m canaries, each a fixed uniformly random unit direction c_j over the whole released model state; canary j
 is *inserted* (becomes a client of the federation) with probability ½, otherwise it stays unseen. An inserted
@@ -143,7 +143,7 @@ class CanaryClientInsertion(AlgorithmWrapper):
         if self._by_client and max(self._by_client) >= context.num_clients:
             raise InvalidParameterError("the dataset does not hold the canary clients (use the dataset add_canary_clients returned)")
         if self.update_norm is None:
-            clip = getattr(self.inner.find("config"), "clip", None)
+            clip = self.inner.release_clip
             if clip is None:
                 raise InvalidParameterError("canary clients need update_norm: no clipping privatizer is wrapped to take the clip norm from")
             self.update_norm = CLIP_SCALE * float(clip)

@@ -1,6 +1,6 @@
 """Input-space canaries: records inserted into a client's training data, each with probability ½.
 
-Two designs (spec ``auditing.md`` §3; ML Privacy Meter's Poisson canaries; Steinke, Nasr & Jagielski 2023
+Two designs (ML Privacy Meter's Poisson canaries; Steinke, Nasr & Jagielski 2023
 black-box audit):
 
 * ``mislabelled`` — natural records drawn without replacement from the dataset's pooled test set, each given

@@ -126,6 +126,9 @@ def _structure_problem(manifest: Mapping[str, Any]) -> str | None:
         return f"model.num_classes must be a positive integer, got {classes!r}"
     if not isinstance(model.get("parameters", {}), dict) or not isinstance(model.get("trainable", []), list):
         return "model.parameters must be an object and model.trainable a list"
+    for name, shape in model.get("parameters", {}).items():
+        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+            return f"model.parameters[{name!r}] must be a shape (a list of non-negative integers), got {shape!r}"
     if not isinstance(manifest["metrics"], list) or not all(isinstance(m, dict) for m in manifest["metrics"]):
         return "field 'metrics' must be a list of objects"
     for relative, entry in manifest["tensors"].items():
@@ -181,12 +184,76 @@ def _parse(data: bytes, origin: str) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{origin} is not a readable safetensors file: {exc}") from None
 
 
+Shapes = dict[str, tuple[int, ...]]
+
+
+def _describe(shapes: Mapping[str, tuple[int, ...]], other: Mapping[str, tuple[int, ...]]) -> str:
+    """The first difference between two name → shape maps, in words."""
+    for name, shape in shapes.items():
+        if name not in other:
+            return f"{name!r} is not a tensor of the architecture"
+        if tuple(other[name]) != tuple(shape):
+            return f"{name!r} has shape {tuple(shape)}, the architecture's is {tuple(other[name])}"
+    missing = [name for name in other if name not in shapes]
+    return f"{missing[0]!r} is missing" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+
+
+def architecture_shapes(model_info: Mapping[str, Any]) -> Shapes:
+    """Name → shape of every tensor the named model of ``model_info`` holds (what training saved, per
+    :func:`privaudit.fl.engine.params.model_state`). The model is built with torch's global generator saved and
+    restored, so reading a checkpoint never changes the random stream of the caller."""
+    import torch
+
+    from privaudit.fl.engine.params import model_state
+    from privaudit.models import build_model
+
+    try:
+        with torch.random.fork_rng(devices=[]):
+            module = build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
+    except PrivauditError as exc:
+        raise CheckpointError(f"the manifest's model cannot be built: {exc}") from None
+    return {name: tuple(tensor.shape) for name, tensor in model_state(module).items()}
+
+
+def check_shapes(tensors: Mapping[str, torch.Tensor], expected: Mapping[str, tuple[int, ...]], origin: str, *,
+                 complete: bool) -> None:
+    """Every tensor in ``tensors`` must be one of ``expected`` with its shape (all of them when ``complete``).
+
+    Run before any ``load_state_dict``: a forged checkpoint whose hashes were recomputed passes the sha256
+    checks, and torch would then fail with a multi-line ``RuntimeError`` (or, with ``strict=False``, load a
+    model with some weights missing).
+    """
+    found = {name: tuple(tensor.shape) for name, tensor in tensors.items()}
+    wrong = any(name not in expected or tuple(expected[name]) != shape for name, shape in found.items())
+    if wrong or (complete and set(found) != set(expected)):
+        raise CheckpointError(f"{origin} does not fit the model it claims to hold: {_describe(found, expected)}")
+
+
 class TrainedFederation:
     """A verified checkpoint directory: manifest, ledger, metrics, and tensors loaded on demand."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.root = _manifest_path(path).parent
         self.manifest = read_manifest(path)
+        self._shapes: Shapes | None = None
+
+    @property
+    def parameter_shapes(self) -> Shapes:
+        """Name → shape of the model's tensors, as recorded and, for a named model, as its architecture has them.
+
+        A manifest whose recorded shapes differ from the architecture's raises :class:`CheckpointError` (built
+        once, on the first tensor read).
+        """
+        if self._shapes is None:
+            model = self.manifest["model"]
+            recorded = {name: tuple(shape) for name, shape in model.get("parameters", {}).items()}
+            if model.get("name"):
+                built = architecture_shapes(model)
+                if recorded != built:
+                    raise CheckpointError(f"{self.root / MANIFEST} records tensors that model {model['name']!r} does not have: "
+                                          f"{_describe(recorded, built)}")
+            self._shapes = recorded
+        return self._shapes
 
     @property
     def ledger(self) -> PrivacyLedger:
@@ -206,7 +273,9 @@ class TrainedFederation:
         """The global model after ``round_`` (0 = initial; default: the last round)."""
         round_ = self.rounds if round_ is None else int(round_)
         relative = global_file(round_)
-        return _parse(_read_verified(self.root, relative, self.manifest), str(self.root / relative))
+        state = _parse(_read_verified(self.root, relative, self.manifest), str(self.root / relative))
+        check_shapes(state, self.parameter_shapes, str(self.root / relative), complete=True)
+        return state
 
     def client_releases(self, round_: int) -> dict[int, dict[str, Any]]:
         """``{client: {"state": {...}, "extras": {name: {...}}}}`` released in ``round_`` (needs ``save_client_updates``)."""
@@ -219,12 +288,16 @@ class TrainedFederation:
         out: dict[int, dict[str, Any]] = {}
         for key, tensor in flat.items():
             client, _, rest = key.partition("/")
+            if not client.isdigit() or not rest:
+                raise CheckpointError(f"{self.root / relative} holds tensor {key!r}, not <client>/<name>")
             entry = out.setdefault(int(client), {"state": {}, "extras": {}})
             if rest.startswith("extras/"):
                 name, _, param = rest[len("extras/") :].partition("/")
                 entry["extras"].setdefault(name, {})[param] = tensor
             else:
                 entry["state"][rest] = tensor
+        for client, entry in sorted(out.items()):
+            check_shapes(entry["state"], self.parameter_shapes, f"client {client}'s release in {self.root / relative}", complete=False)
         return out
 
     def build_model(self, round_: int | None = None):
@@ -237,10 +310,6 @@ class TrainedFederation:
         model = build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
         model.load_state_dict(self.global_state(round_), strict=False)
         return model
-
-
-def load_federation(path: str | os.PathLike) -> TrainedFederation:
-    return TrainedFederation(path)
 
 
 # -- writing ----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Typed, frozen configuration of a federation, validated once when it is built.
 
-Defaults follow Upcycled-FL's experimental setup (003 §7.2 and spec §1.2): SGD with momentum 0.5, E = 10
+Defaults follow Upcycled-FL's experimental setup (003 §7.2 and osu-srml/Upcycled-FL@4dd7400:train.py): SGD with momentum 0.5, E = 10
 local epochs, batch 32; the reference code's ``--frac 1`` and ``--straggler 0`` (every client, no stragglers).
 Inner code trusts these objects; bad values raise :class:`~privaudit.errors.InvalidParameterError` here.
 """
@@ -80,7 +80,7 @@ class LocalTrainingConfig:
     the first buffer being g). The gradient g includes every term of the local objective (proximal term,
     linear correction, objective-perturbation noise), which is exactly what Upcycled-FL's
     ``FedProxOptimizer`` computes, since there the proximal term and the noise are added to the momentum
-    buffer in place (spec §1.2).
+    buffer in place (osu-srml/Upcycled-FL@4dd7400:FedProxOptimizer.py, ``step``).
     """
 
     epochs: int = 10
@@ -104,7 +104,7 @@ class FederationConfig:
     ``stragglers`` the probability that a sampled client is a straggler and runs a uniformly random number of
     local epochs in {1, …, E−1} (Upcycled-FL ``client/avg.py``). ``eval_every`` evaluates the global model
     every k iterations (and always after the last); ``eval_train_loss`` also evaluates it on every client's
-    training data, as the reference code's published curves do (spec U9: outside any DP analysis).
+    training data, as the reference code's published curves do (audit point U9: outside any DP analysis).
     """
 
     rounds: int

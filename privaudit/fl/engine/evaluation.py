@@ -3,7 +3,7 @@
 Evaluation is the experimenter's measurement, not part of the protocol: the evaluator copies the test (and,
 if asked, training) tensors once before round 1, so server-only rounds stay provably data-free for the
 protocol (:class:`~privaudit.fl.algorithms.upcycled.Upcycled`). Evaluating on clients' *training* data every
-round is what the Upcycled-FL code publishes (spec U9); it is off by default.
+round is what the Upcycled-FL code publishes (audit point U9); it is off by default.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ feature vector v with ‖v‖ ≤ 1, ‖∇F̂‖ < u₁, |F̂''| ≤ u₂ ≤ 0
 minimiser of F_i(ω) + (μ/2)‖ω − ω̄‖² + ⟨n, ω⟩ (the proof inverts its first-order condition). This module
 provides
 
-* :class:`BinaryLogisticGLM` — logits ``[0, wᵀx]`` (no bias), so cross-entropy is the log loss
-  log(1 + e^{−z}) of z = ±wᵀx: u₁ = ‖x‖ ≤ 1 and u₂ = 1/4 (000 App. F.2);
+* :class:`~privaudit.models.BinaryLogisticGLM` (defined in :mod:`privaudit.models`, re-exported here) — logits
+  ``[0, wᵀx]`` (no bias), so cross-entropy is the log loss log(1 + e^{−z}) of z = ±wᵀx: u₁ = ‖x‖ ≤ 1 and
+  u₂ = 1/4 (000 App. F.2);
 * :func:`glm_feature_norms` — the norm of the GLM feature vector v per example for the models where the loss
   is a scalar GLM (also a 2-class linear softmax, where v = (e₁ − e₀) ⊗ (x, 1) and ‖v‖ = √2·‖(x, 1)‖);
 * :func:`minimise_exactly` — full-batch L-BFGS (float64, strong-Wolfe line search) until the gradient norm
@@ -30,18 +31,7 @@ from torch.func import functional_call
 from privaudit.data.base import normalise_rows  # noqa: F401 - re-exported: Theorem 6.3's normalisation
 from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
 from privaudit.fl.engine.params import State
-
-
-class BinaryLogisticGLM(nn.Module):
-    """Binary logistic regression with one weight vector and no bias: logits ``[0, wᵀx]``."""
-
-    def __init__(self, in_features: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(in_features))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        z = x.flatten(1) @ self.weight
-        return torch.stack([torch.zeros_like(z), z], dim=1)
+from privaudit.models import BinaryLogisticGLM  # also re-exported (the class lives with the other models)
 
 
 def glm_feature_norms(model: nn.Module, x: np.ndarray) -> np.ndarray | None:

@@ -39,18 +39,6 @@ class Option:
             raise InvalidParameterError(f"{self.flag} must be a {self.type.__name__}, got {value!r}") from None
 
 
-def merge_options(groups: Iterable[Iterable[Option]]) -> dict[str, Option]:
-    """All options by name; an option shared by several specs must be declared identically everywhere."""
-    merged: dict[str, Option] = {}
-    for group in groups:
-        for option in group:
-            known = merged.get(option.name)
-            if known is not None and known != option:
-                raise ValueError(f"option {option.flag} is declared differently by two specs")
-            merged[option.name] = option
-    return merged
-
-
 def take_options(given: Mapping[str, Any], options: Iterable[Option]) -> dict[str, Any]:
     """The values of ``options`` present (not ``None``) in ``given``, converted."""
     out = {}

@@ -2,7 +2,7 @@
 
 A *state* holds a model's parameters and floating-point buffers in the model's own order. Algorithms treat
 states as vectors: weighted averages, differences, scaled sums and the global L2 norm over every tensor
-(the norm Upcycled-FL's output perturbation clips, spec §1.5). All functions return new tensors and never
+(the norm Upcycled-FL's output perturbation clips: 003 §6, ``client/avg.py`` of osu-srml/Upcycled-FL@4dd7400). All functions return new tensors and never
 modify their arguments.
 """
 
@@ -23,11 +23,6 @@ def model_state(model: nn.Module) -> State:
         if b.is_floating_point():
             state[name] = b.detach().clone()
     return state
-
-
-def trainable_names(model: nn.Module) -> tuple[str, ...]:
-    """Names of the parameters local training updates (buffers are carried, not trained)."""
-    return tuple(name for name, p in model.named_parameters() if p.requires_grad)
 
 
 def clone(state: Mapping[str, torch.Tensor]) -> State:

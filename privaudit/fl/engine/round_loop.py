@@ -1,10 +1,11 @@
 """The round loop of a simulated federation.
 
-For each iteration r = 1..R::
+Before round 1 the algorithm is set up and started (``start_federation(config, ledger)``, with the run's ledger
+for :attr:`~privaudit.fl.algorithms.base.Algorithm.neighbouring`); then for each iteration r = 1..R::
 
     if algorithm.trains_clients(r):                      # every round, or Upcycled-FL's odd rounds
         S  ← sample clients (fixed size or Poisson)      # seeded by the training-round index;
-             (or algorithm.select_clients, if it has one: PFA's budget pre-check, after start_federation)
+             (or the algorithm's own choice, select_clients: PFA's budget pre-check, set up by start_federation)
         E_i ← local epochs (stragglers run fewer)
         objectives ← algorithm.local_objective(ω̄, i)    # no data read
         outcomes   ← trainer.train(ω̄, tasks)            # batched on stacked parameters, or sequential
@@ -14,6 +15,8 @@ For each iteration r = 1..R::
     else:
         ω̄ ← algorithm.server_update(r, ω̄)               # no client, no data
     metrics ← evaluate ω̄ (every ``eval_every`` rounds); observers (checkpoint writer, ...) see the round
+
+and after the last round ``algorithm.end_federation(result)`` completes the record before the observers see the end.
 
 Everything random comes from one :class:`~privaudit.fl.engine.seeding.SeedTree`, so on CPU a run is repeatable
 bit for bit.
@@ -30,7 +33,6 @@ import torch
 from torch import nn
 
 from privaudit.accounting.ledger import PrivacyLedger
-from privaudit.accounting.mechanisms import Neighbouring
 from privaudit.data.base import FederatedDataset
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import Algorithm, ClientContext, ClientResult, SetupContext
@@ -81,6 +83,8 @@ class FederationResult:
     info: RunInfo
     seconds: float
     personal_states: dict[int, State] = field(default_factory=dict)
+    #: The trained algorithm (with its wrappers): its state after the last round, and its report hooks.
+    algorithm: Algorithm | None = None
 
     @property
     def final_accuracy(self) -> float | None:
@@ -202,12 +206,8 @@ def run_federation(
         )
     )
     evaluator = Evaluator(module, dataset, train_loss=config.eval_train_loss)
-    neighbouring = algorithm.find("neighbouring") or Neighbouring.ADD_REMOVE
-    ledger = PrivacyLedger(neighbouring=neighbouring)
-    start = algorithm.find("start_federation")
-    if start is not None:  # algorithms that plan from the run's configuration and set budgets in its ledger (PFA)
-        start(config, ledger)
-    select = algorithm.find("select_clients")  # algorithms that choose each round's clients (PFA's budget pre-check)
+    ledger = PrivacyLedger(neighbouring=algorithm.neighbouring)
+    algorithm.start_federation(config, ledger)  # algorithms that plan from the run and set budgets in its ledger (PFA)
     info = RunInfo(
         config=config,
         algorithm=algorithm.describe(),
@@ -234,12 +234,12 @@ def run_federation(
             epochs: list[int] = []
             if trains:
                 training_round += 1
-                if select is not None:
-                    sampled = sorted(int(c) for c in select(training_round, seeds.numpy("sampling", training_round)))
+                rng = seeds.numpy("sampling", training_round)
+                chosen = algorithm.select_clients(training_round, rng)  # PFA's budget pre-check chooses its own
+                if chosen is not None:
+                    sampled = sorted(int(c) for c in chosen)
                 else:
-                    sampled = [int(c) for c in sample_clients(
-                        dataset.num_clients, config.clients_per_round, config.sampling, seeds.numpy("sampling", training_round)
-                    )]
+                    sampled = [int(c) for c in sample_clients(dataset.num_clients, config.clients_per_round, config.sampling, rng)]
                 epochs = [int(e) for e in local_epochs(
                     len(sampled), config.local.epochs, config.stragglers, seeds.numpy("stragglers", training_round)
                 )]
@@ -268,7 +268,9 @@ def run_federation(
         info=replace(info, execution_mode=trainer.mode),  # what actually ran (known only after training)
         seconds=time.perf_counter() - started,
         personal_states=algorithm.personal_states(),
+        algorithm=algorithm,
     )
+    algorithm.end_federation(result)  # completes the record before any observer (the checkpoint writer) sees it
     for observer in observers:
         observer.on_end(result)
     return result

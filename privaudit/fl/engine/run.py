@@ -1,15 +1,25 @@
-"""A training run described by names and options (what ``privaudit train`` and the evidence scripts run).
+"""A training run described by names and options: the one entry point of ``privaudit train`` and the papers' APIs.
 
 :class:`TrainSpec` is the JSON-ready description (dataset spec string, model name, algorithm name and
-options, privacy mechanism and options, the federation settings); :func:`run_training` loads the data,
-builds model and algorithm, runs the federation and, given ``out``, writes the checkpoint with the spec in
+options, privacy mechanism and options, the federation settings); :func:`run_training` completes it with the
+algorithm's own defaults (:attr:`~privaudit.fl.algorithms.registry.AlgorithmSpec.train_defaults`), loads the
+data, builds algorithm and model, runs the federation and, given ``out``, writes the checkpoint with the spec in
 its manifest (``"train_spec"``), so a run can be repeated from its checkpoint alone.
+
+Whatever a paper adds comes from its algorithm through the hooks of
+:class:`~privaudit.fl.algorithms.base.Algorithm`, never from a branch here: its privacy modes
+(``privacy_modes`` of its spec: PrivateFL calibrates σ for a claimed ε from the run), its model
+(:meth:`~privaudit.fl.algorithms.base.Algorithm.model_for`: PrivateFL's transformation), its manifest sections
+(:meth:`~privaudit.fl.algorithms.base.Algorithm.manifest_sections`: PFA's participation and uplink report) and
+its summary rows (:meth:`~privaudit.fl.algorithms.base.Algorithm.summary_rows`, read by ``privaudit train``
+from ``result.algorithm``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
@@ -55,11 +65,32 @@ class TrainSpec:
         return asdict(self)
 
 
+def algorithm_defaults(spec: TrainSpec) -> dict[str, Any]:
+    """The run settings ``spec``'s algorithm brings for its privacy mode and options (empty if none)."""
+    from privaudit.fl.algorithms.registry import algorithm_spec
+
+    return algorithm_spec(spec.algorithm).defaults(spec.privacy, spec.algorithm_options)
+
+
+def with_algorithm_defaults(spec: TrainSpec) -> TrainSpec:
+    """``spec`` with the model and data settings it leaves open (``None``) taken from its algorithm's defaults."""
+    defaults = algorithm_defaults(spec)
+    filled = {k: defaults[k] for k in ("model", "num_clients", "partition") if getattr(spec, k) is None and k in defaults}
+    return replace(spec, **filled) if filled else spec
+
+
 def build_algorithm(spec: TrainSpec):
-    from privaudit.fl.algorithms.registry import make_algorithm
+    """The algorithm of ``spec`` with its privacy: the algorithm's own mode (``privacy_modes``) or a privatizer."""
+    from privaudit.fl.algorithms.registry import algorithm_spec, make_algorithm
     from privaudit.fl.privacy.registry import privatize
 
     privacy_name = spec.privacy or "none"
+    if algorithm_spec(spec.algorithm).privacy_modes:
+        given = sorted(k for k, v in spec.privacy_options.items() if v is not None)
+        if given:
+            raise InvalidParameterError(f"option --{given[0].replace('_', '-')} does not apply to algorithm {spec.algorithm} "
+                                        f"(its --privacy {privacy_name} is calibrated from its own options)")
+        return make_algorithm(spec.algorithm, spec.algorithm_options, privacy=privacy_name)
     return make_algorithm(
         spec.algorithm,
         spec.algorithm_options,
@@ -67,24 +98,64 @@ def build_algorithm(spec: TrainSpec):
     )
 
 
-def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, save_client_updates: bool = False,
-                 overwrite: bool = False, progress: bool = True):
-    """Run ``spec``; returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`."""
+def training_model(algorithm, name: str, dataset, seed: int):
+    """The model ``algorithm`` trains for model name ``name``: a registered name, or a module it builds (under the
+    run's seeded model initialisation, as the federation builds a named model)."""
+    from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
+
+    chosen = algorithm.model_for(name)
+    if isinstance(chosen, str):
+        return chosen
+    return seeded_torch_global(SeedTree(seed).integer("model-init"), lambda: chosen(tuple(dataset.input_shape), dataset.num_classes))
+
+
+class _ManifestSections:
+    """Round observer placed before the checkpoint writer: puts the algorithm's end-of-run manifest sections
+    (:meth:`~privaudit.fl.algorithms.base.Algorithm.manifest_sections`) into the manifest it writes."""
+
+    def __init__(self, writer, algorithm) -> None:
+        self.writer, self.algorithm = writer, algorithm
+
+    def on_start(self, info) -> None:
+        pass
+
+    def on_round_start(self, round: int, trains_clients: bool) -> None:
+        pass
+
+    def on_round_end(self, round, state, results, metrics) -> None:
+        pass
+
+    def on_end(self, result) -> None:
+        self.writer.extra.update(self.algorithm.manifest_sections())
+
+
+def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, dataset=None, save_client_updates: bool = False,
+                 overwrite: bool = False, progress: bool = True, extra: Mapping[str, Any] | None = None):
+    """Run ``spec``; returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
+
+    ``dataset`` reuses a loaded federated dataset (it must be the one ``spec`` describes); ``out`` writes the
+    checkpoint, whose manifest holds the completed spec (``"train_spec"``), the algorithm's own sections and
+    ``extra``.
+    """
     from privaudit.data import load_dataset
     from privaudit.fl.engine.checkpoint import CheckpointWriter
     from privaudit.fl.engine.round_loop import run_federation
     from privaudit.models import default_model_for
 
+    spec = with_algorithm_defaults(spec)
     config = spec.federation_config()  # validate the cheap things before loading data
     algorithm = build_algorithm(spec)
-    dataset = load_dataset(
-        spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed, **spec.dataset_options
-    )
-    model = spec.model or default_model_for(dataset)
-    if not isinstance(model, str):
+    if dataset is None:
+        dataset = load_dataset(
+            spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed, **spec.dataset_options
+        )
+    name = spec.model or default_model_for(dataset)
+    if not isinstance(name, str):
         raise InvalidParameterError("the model must be given by name")
-    observers = []
+    model = training_model(algorithm, name, dataset, spec.seed)
+    observers: list[Any] = []
     if out is not None:
-        observers.append(CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite,
-                                          extra={"train_spec": spec.to_dict()}))
+        writer = CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite,
+                                  extra={"train_spec": spec.to_dict(), **(extra or {})})
+        observers += [_ManifestSections(writer, algorithm), writer]
     return run_federation(dataset, model, algorithm, config, observers=observers, progress=progress)

@@ -3,7 +3,7 @@
 * Fixed size: m = max(⌊q·N⌋, 1) clients uniformly without replacement (Upcycled-FL and FedProx:
   ``np.random.choice(N, m, replace=False)``).
 * Poisson: each client independently with probability q; a round can be empty.
-* Stragglers (Upcycled-FL ``client/avg.py``, spec §1.2): each sampled client is a straggler with probability
+* Stragglers (osu-srml/Upcycled-FL@4dd7400:client/avg.py): each sampled client is a straggler with probability
   ``fraction`` and then runs a uniformly random number of epochs in {1, …, E−1}; the reference draws
   ``int(rand·E)`` until it is ≥ 1, which is the same distribution. A straggler still uploads its model.
 """

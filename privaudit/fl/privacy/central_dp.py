@@ -9,10 +9,11 @@ noise multiplier calibrated for the claimed (ε, δ).
     ζ_k = ‖Δ_k‖₂,  ζ = median_k ζ_k,  θ^{r+1} = θ^r + (1/K_s)(Σ_k Δ_k/ζ_k + N(0, σ²ζ²I))
 
   Each normalised update has norm 1 (sensitivity 1), yet the noise std is σζ: the realised noise multiplier
-  is σζ, below σ whenever ζ < 1, and ζ is an unprivatised function of the clients' updates (spec P2). The
+  is σζ, below σ whenever ζ < 1, and ζ is an unprivatised function of the clients' updates (audit point P2). The
   event records Gaussian multiplier σζ with ``valid=False``.
 
-``reference`` — the reference code (``FedServer.get_median_norm``/``agg_updates``, spec §2.2, P1–P3): per
+``reference`` — the reference code (``get_median_norm``/``agg_updates`` of BHui97/PrivateFL@39711e6:FedServer.py;
+audit points P1–P3): per
 aggregated tensor t, ζ_t = min(median_k ‖Δ_{k,t}‖, 10); Δ_{k,t} is clipped to ζ_t; the server adds
 N(0, (σζ_t)²) to tensor t and divides by K_s = sr·N. Rescaling tensor t by 1/ζ_t shows the release is a
 Gaussian mechanism of multiplier σ/√L (L tensors, :func:`privaudit.accounting.closed_form.per_tensor_effective_multiplier`)
@@ -28,6 +29,15 @@ b_k = 1[‖Δ_k‖ ≤ C]; the server forms b̃ = (Σ_k (b_k − ½) + N(0, σ_b
 C ← C·exp(−η_C (b̃ − γ)) towards the γ-quantile of the update norms. The bit query has sensitivity ½, so it
 is recorded as its own SubsampledGaussian(2σ_b, q) event each round.
 
+Any algorithm whose server step is post-processing of the clients' mean update (its declared
+``server_dp_compatible``) runs under any variant: ``privaudit train --algorithm X --privacy cdp --clip C --noise σ
+[--central-variant dp-fedavg|paper|reference]`` (:mod:`privaudit.fl.privacy.registry`). There the default is
+``dp-fedavg``, the mechanism done right; ``paper`` and ``reference`` are PrivateFL's faithfulness switches
+(``--algorithm privatefl --privacy cdp`` keeps the paper's Alg. 1 as its default). The private model θ^r + meañ
+is handed to the wrapped algorithm's own server step (:mod:`privaudit.fl.privacy.server_release`). The client
+sampling (q, Poisson or fixed-size, N) is the federation's; under fixed-size sampling with q < 1 the Poisson
+event is recorded ``valid=False`` (run ``--sampling poisson``, or every client, for a valid one).
+
 Noise comes from the run's seeded stream ("central-noise", round).
 """
 
@@ -36,7 +46,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -84,13 +94,18 @@ class AdaptiveClipping:
 
 @dataclass(frozen=True)
 class CentralDPConfig:
-    """σ, the variant, the client sampling (rate sr of N clients, Poisson or fixed-size) and the clip settings."""
+    """σ, the variant, the client sampling (rate sr of N clients, Poisson or fixed-size) and the clip settings.
+
+    ``client_rate``, ``num_clients`` and ``client_sampling`` left ``None`` are taken from the federation the
+    wrapper runs in (:meth:`for_federation`, called by the run's ``start_federation`` hook); given explicitly,
+    they must agree with it.
+    """
 
     variant: CDPVariant
     noise_multiplier: float
-    client_rate: float
-    num_clients: int
-    client_sampling: str = "fixed-size"
+    client_rate: float | None = None
+    num_clients: int | None = None
+    client_sampling: str | None = None
     clip_norm: float = 1.0
     clip_cap: float = 10.0
     adaptive: AdaptiveClipping | None = None
@@ -100,18 +115,40 @@ class CentralDPConfig:
         object.__setattr__(self, "variant", CDPVariant.parse(self.variant))
         if not self.noise_multiplier > 0 or math.isinf(self.noise_multiplier):
             raise InvalidParameterError(f"central DP needs a finite noise multiplier σ > 0, got {self.noise_multiplier}")
-        if not 0 < self.client_rate <= 1:
+        if self.client_rate is not None and not 0 < self.client_rate <= 1:
             raise InvalidParameterError(f"the client sampling rate must lie in (0, 1], got {self.client_rate}")
-        if self.client_sampling not in ("fixed-size", "poisson"):
+        if self.num_clients is not None and (isinstance(self.num_clients, bool) or int(self.num_clients) != self.num_clients
+                                             or int(self.num_clients) < 1):
+            raise InvalidParameterError(f"the number of clients must be a positive integer, got {self.num_clients}")
+        if self.client_sampling is not None and self.client_sampling not in ("fixed-size", "poisson"):
             raise InvalidParameterError(f"client sampling must be 'fixed-size' or 'poisson', got {self.client_sampling!r}")
-        if not self.clip_norm > 0 or not self.clip_cap > 0:
-            raise InvalidParameterError("central DP needs a positive clip norm and clip cap")
+        if not self.clip_norm > 0 or not self.clip_cap > 0 or math.isinf(self.clip_norm):
+            raise InvalidParameterError("central DP needs a positive finite clip norm and a positive clip cap")
         if self.adaptive is not None and self.variant is not CDPVariant.DP_FEDAVG:
             raise InvalidParameterError("private adaptive clipping replaces the median in the dp-fedavg variant only")
 
     @property
+    def federated(self) -> bool:
+        """Whether the client sampling is known (given, or taken from the federation)."""
+        return None not in (self.client_rate, self.num_clients, self.client_sampling)
+
+    def for_federation(self, client_rate: float, client_sampling: str, num_clients: int) -> CentralDPConfig:
+        """This configuration with the federation's client sampling filled in; refuses one that contradicts it."""
+        given = {"client_rate": float(client_rate), "client_sampling": str(client_sampling), "num_clients": int(num_clients)}
+        for name, value in given.items():
+            mine = getattr(self, name)
+            if name == "client_sampling" and given["client_rate"] >= 1:
+                continue  # every client takes part: Poisson and fixed-size sampling coincide
+            if mine is not None and mine != value:
+                raise InvalidParameterError(
+                    f"central DP was configured for {name.replace('_', ' ')} {mine}, but the federation runs {value}")
+        return replace(self, **given)
+
+    @property
     def expected_clients(self) -> float:
         """q·N (Poisson) or the fixed K_s = max(⌊sr·N⌋, 1) of the reference code."""
+        if not self.federated:
+            raise InvalidParameterError("central DP needs the federation's client sampling (run it through run_federation)")
         if self.client_sampling == "poisson":
             return self.client_rate * self.num_clients
         return float(max(math.floor(self.client_rate * self.num_clients + 1e-9), 1))
@@ -209,8 +246,16 @@ class CentralDP(ServerReleaseWrapper):
         self.clip = float(self.config.clip_norm)
         self.clip_history = []
 
+    def configure(self, config) -> None:
+        """The client sampling the events are stated for is the federation's own (rate q, Poisson or fixed-size, N)."""
+        self.config = self.config.for_federation(config.clients_per_round, config.sampling.value, self.context.num_clients)
+
+    @property
+    def aggregate_clients(self) -> float:
+        return self.config.expected_clients
+
     # -- the release ---------------------------------------------------------------------------------
-    def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State, tuple[PrivacyEvent, ...]]:
+    def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State | None, tuple[PrivacyEvent, ...]]:
         cfg = self.config
         names = self.shared_names
         updates = [finite_or_zero({n: r.state[n] - global_state[n] for n in names}) for r in results]
@@ -231,7 +276,7 @@ class CentralDP(ServerReleaseWrapper):
                     self._sampling_check()))
             self.clip_history.append({"clip": clip})
         elif not updates:  # paper and reference sample a fixed number of clients: no empty round to release
-            return new, ()
+            return None, ()
         elif cfg.variant is CDPVariant.PAPER:
             mean, zeta = paper_release(updates, cfg.noise_multiplier, generator)
             events = [self._paper_event(round, zeta)]

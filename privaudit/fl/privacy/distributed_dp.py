@@ -29,6 +29,11 @@ Accounting: one ``SERVER`` event per round, :class:`~privaudit.accounting.mechan
 realised noise variance n·μ/K (n contributing clients), Δ₂ = √M and Δ₁ = min(M, √j·√M), in the integer units
 of the sum; neighbouring datasets zero out one client's update while its noise share stays (Kairouz et al.'s
 distributed-DP model), no amplification by client sampling is claimed.
+
+Any algorithm whose server step is post-processing of the clients' mean update (its declared
+``server_dp_compatible``) runs under it: ``privaudit train --algorithm X --privacy ddp --clip C --noise z
+[--modulus-bits b]`` (:mod:`privaudit.fl.privacy.registry`); K is then the federation's max(⌊q·N⌋, 1) and the
+decoded mean goes to X's own server step (:mod:`privaudit.fl.privacy.server_release`).
 """
 
 from __future__ import annotations
@@ -54,12 +59,16 @@ SECURE_AGGREGATION = "secure-aggregation"
 
 @dataclass(frozen=True)
 class DistributedDPConfig:
-    """Target central noise multiplier z, clip C, bit width b, expected clients K, signal bound m, rounding bias β."""
+    """Target central noise multiplier z, clip C, bit width b, expected clients K, signal bound m, rounding bias β.
+
+    ``expected_clients`` left ``None`` is the federation's max(⌊q·N⌋, 1), filled in when the run starts
+    (:func:`federation_clients`); given explicitly, it must agree with the federation.
+    """
 
     noise_multiplier: float
     clip_norm: float = 1.0
     bits: int = 16
-    expected_clients: int = 1
+    expected_clients: int | None = None
     signal_bound: float | None = None
     rounding_bias: float = math.exp(-0.5)
     overflow_probability: float = 1e-3
@@ -73,7 +82,8 @@ class DistributedDPConfig:
             raise InvalidParameterError(f"distributed DP needs a finite clip norm C > 0, got {self.clip_norm}")
         if isinstance(self.bits, bool) or int(self.bits) != self.bits or not 2 <= int(self.bits) <= 62:
             raise InvalidParameterError(f"the bit width b must be an integer in [2, 62] (int64 sums), got {self.bits}")
-        if int(self.expected_clients) < 1:
+        if self.expected_clients is not None and (isinstance(self.expected_clients, bool)
+                                                  or int(self.expected_clients) != self.expected_clients or int(self.expected_clients) < 1):
             raise InvalidParameterError(f"the expected number of clients per round must be ≥ 1, got {self.expected_clients}")
         if self.signal_bound is not None and not self.signal_bound > 0:
             raise InvalidParameterError(f"the signal bound m must be > 0, got {self.signal_bound}")
@@ -123,6 +133,8 @@ def ddp_scale(config: DistributedDPConfig, dimension: int, *, check: bool = True
     ``check=False`` skips the refusal of a scaled clip below the rounding noise (noise calibration probes
     noise levels that the final run never uses).
     """
+    if config.expected_clients is None:
+        raise InvalidParameterError("the Skellam encoding needs the expected number of clients per round K (expected_clients)")
     j = padded_length(dimension)
     k = float(config.expected_clients)
     m = config.signal_bound if config.signal_bound is not None else default_signal_bound(j, config.overflow_probability)
@@ -139,6 +151,11 @@ def ddp_scale(config: DistributedDPConfig, dimension: int, *, check: bool = True
             f"(d = {dimension}, K = {int(k)}, z = {z:g}); use more bits")
     mu = scale * scale * z * z * c * c
     return DDPScale(dimension, j, m, scale, rounding_norm_bound(scale, c, j, config.rounding_bias), mu, mu / k)
+
+
+def federation_clients(client_rate: float, num_clients: int) -> int:
+    """K = max(⌊q·N⌋, 1): the clients of a fixed-size round, the rounded-down expectation of a Poisson one."""
+    return max(math.floor(float(client_rate) * int(num_clients) + 1e-9), 1)
 
 
 def clip_vector(x: torch.Tensor, clip: float) -> torch.Tensor:
@@ -215,11 +232,29 @@ class DistributedDP(ServerReleaseWrapper):
 
     def setup(self, context) -> None:
         super().setup(context)
-        dimension = sum(context.initial_state[n].numel() for n in self.shared_names)
-        self.scale = ddp_scale(self.config, dimension)
+        self.dimension = sum(context.initial_state[n].numel() for n in self.shared_names)
+        if self.config.expected_clients is not None:
+            self.scale = ddp_scale(self.config, self.dimension)
+        elif hasattr(self, "scale"):
+            del self.scale
         self.diagnostics = []
         self._plain: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self._training_rounds: dict[int, int] = {}
+        self._count = 0
+
+    def configure(self, config) -> None:
+        """K from the federation's client sampling (max(⌊q·N⌋, 1)), then the integer encoding for it."""
+        expected = federation_clients(config.clients_per_round, self.context.num_clients)
+        if self.config.expected_clients is not None and int(self.config.expected_clients) != expected:
+            raise InvalidParameterError(f"distributed DP was configured for K = {self.config.expected_clients} clients per round, "
+                                        f"but the federation samples {expected}")
+        self.config = replace(self.config, expected_clients=expected)
+        self.scale = ddp_scale(self.config, self.dimension)
+
+    @property
+    def aggregate_clients(self) -> float:
+        """The decoded sum is divided by the number of clients that contributed to it."""
+        return float(self._count)
 
     def _signs(self, training_round: int) -> torch.Tensor:
         return random_signs(self.scale.padded, self.context.seeds.torch("ddp-rotation", training_round))
@@ -227,6 +262,8 @@ class DistributedDP(ServerReleaseWrapper):
     def client_release(self, global_state: State, client: ClientContext, result: ClientResult) -> ClientResult:
         if result.info.get("excluded"):
             return result
+        if not hasattr(self, "scale"):
+            raise InvalidParameterError("distributed DP without expected_clients takes K from the federation: run it through run_federation")
         self._training_rounds[client.round] = client.training_round
         names = self.shared_names
         update = torch.cat([(result.state[n] - global_state[n]).reshape(-1).to(torch.float64) for n in names])
@@ -243,13 +280,14 @@ class DistributedDP(ServerReleaseWrapper):
             info={**result.info, "rounding_tries": tries},
         )
 
-    def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State, tuple[PrivacyEvent, ...]]:
-        if not results:
-            return P.clone(global_state), ()
+    def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State | None, tuple[PrivacyEvent, ...]]:
+        if not results:  # no client sent a share: nothing is released
+            return None, ()
         signs = self._signs(self._training_rounds.pop(round))
         modular = secure_sum([r.extras[SECURE_AGGREGATION]["encoded"] for r in results], self.config.bits)
         total = decode_sum(modular, self.scale, self.config.bits, signs)
         count = len(results)
+        self._count = count
         mean = total / count
         names = self.shared_names
         new = P.clone(global_state)

@@ -33,7 +33,7 @@ batch independently with probability q (Poisson sampling, the assumption of the 
 analysis, Mironov, Talwar & Zhang 2019); each example's gradient g_i is clipped to ‖g_i‖ ≤ C; the step
 direction is (Σ_i clip(g_i) + N(0, σ²C²I)) / (q·|D_i|) — noise added *once to the sum* and division by the
 *expected* batch size, so the released quantity has add/remove sensitivity C whatever the batch drawn.
-PrivateFL's Algorithm 2 prints the noise inside the sum ("g ← (1/|B|) Σ_i (g_i + N(0, σ²C²I))", spec P5),
+PrivateFL's Algorithm 2 prints the noise inside the sum ("g ← (1/|B|) Σ_i (g_i + N(0, σ²C²I))", audit point P5),
 which adds √|B| times more noise than its accounting assumes; this solver runs DP-SGD as the reference
 code (opacus) and the accounting do. The SGD step is PyTorch's (buf ← m·buf + g; θ ← θ − lr·buf).
 

@@ -3,7 +3,7 @@
 :class:`LocalDP` wraps any algorithm (Flower's client-side DP wrapper pattern): it replaces the solver of
 each training client's local objective by :class:`~privaudit.fl.privacy.dpsgd.DPSGD` with that client's noise
 multiplier σ_i and Poisson rate q_i, and records ``PrivacyEvent(client, round, SubsampledGaussian(σ_i, q_i),
-count=steps)`` for the steps the client actually took. This is the "LDP" of PrivateFL (001 Alg. 2, spec P7:
+count=steps)`` for the steps the client actually took. This is the "LDP" of PrivateFL (001 Alg. 2, audit point P7:
 record-level DP of each client's data against the server, not local DP in the classical sense) and the
 local DP-SGD of PFA (004 Alg. 7).
 
@@ -14,12 +14,12 @@ steps take it over its budget?). ``budget_policy``:
 * ``stop`` — the run stops: no client trains in this round or later (the remaining rounds keep the global
   model unchanged), like the reference PrivateFL code's ``break`` but *before* the overrun;
 * ``record`` — the client trains anyway and the overrun is recorded (the event's note says so); what the
-  reference code does in its last round (spec P4).
+  reference code does in its last round (audit point P4).
 
 :func:`calibrate_client_noise` calibrates σ_i from (ε, δ) for each client's planned steps under a named
 participation policy: ``every-round`` (the client trains in all R rounds — conservative) or ``expected``
 (E·R·sr epochs, the expected participation under client sampling at rate sr; what the newest reference
-PrivateFL code passes to opacus' ``make_private_with_epsilon``, spec P4).
+PrivateFL code passes to opacus' ``make_private_with_epsilon``, audit point P4).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class BudgetPolicy(str, Enum):
 
 class Participation(str, Enum):
     EVERY_ROUND = "every-round"  # the client may train in every one of the R rounds (conservative)
-    EXPECTED = "expected"  # E·R·sr epochs: the reference code's calibration (spec P4)
+    EXPECTED = "expected"  # E·R·sr epochs: the reference code's calibration (audit point P4)
 
     @classmethod
     def parse(cls, value: str | Participation) -> Participation:
@@ -302,7 +302,7 @@ class ClientNoise:
 
 
 def planned_steps(participation: Participation | str, rounds: int, epochs: int, rate: float, client_rate: float) -> int:
-    """Steps σ is calibrated for: R·E·⌈1/q⌉ (``every-round``) or ⌊E·R·sr·⌈1/q⌉⌋ (``expected``, spec P4)."""
+    """Steps σ is calibrated for: R·E·⌈1/q⌉ (``every-round``) or ⌊E·R·sr·⌈1/q⌉⌋ (``expected``, audit point P4)."""
     policy = Participation.parse(participation)
     per_epoch = steps_per_epoch(rate)
     if policy is Participation.EVERY_ROUND:

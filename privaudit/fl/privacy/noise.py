@@ -3,14 +3,14 @@
 Pure functions: each takes its randomness explicitly (a seed or a generator) so that tests and audits can
 reproduce every draw.
 
-* Output perturbation (000 §5 / 003 §6, spec §1.4): ξ(ω) = ω / max(1, ‖ω‖₂/τ) over the whole model, then
+* Output perturbation (000 §5 / 003 §6, Thm 6.2): ξ(ω) = ω / max(1, ‖ω‖₂/τ) over the whole model, then
   ω̂ = ξ(ω) + n with n ~ N(0, s²I) drawn tensor by tensor in the model's order.
 * Objective perturbation (Thm 6.3): n with density ∝ exp(−α‖n‖₂) in d dimensions, i.e. ‖n‖ ~ Gamma(shape d,
   rate α) and n/‖n‖ uniform on the sphere. The reference code instead draws a cube direction
   ``rand − 0.5`` per tensor, divides by the *sum* of the per-tensor norms and scales by Gamma(feature_len, α)
-  (spec §1.5, U6a/b).
+  (osu-srml/Upcycled-FL@4dd7400:client/avg.py; audit point U6).
 * The reference code seeds its noise with ``int(frac(time.time())·1000)``: at most 1000 distinct noise
-  draws (spec U5). :func:`clock_ms_seed` reproduces that seed from any clock reading.
+  draws (audit point U5). :func:`clock_ms_seed` reproduces that seed from any clock reading.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def objective_noise_paper(like: Mapping[str, torch.Tensor], alpha: float, seed: 
 
 
 def objective_noise_reference(like: Mapping[str, torch.Tensor], alpha: float, feature_len: int, seed: int) -> State:
-    """The reference code's objective-perturbation noise (``client/avg.py``, spec §1.5), seeded with ``seed``.
+    """The reference code's objective-perturbation noise (osu-srml/Upcycled-FL@4dd7400:client/avg.py), seeded with ``seed``.
 
     Per tensor a direction ``rand(shape) − 0.5`` (uniform in a cube); all directions are scaled by
     Gamma(shape ``feature_len``, rate α) divided by the *sum* of the per-tensor direction norms. With the

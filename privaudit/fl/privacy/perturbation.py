@@ -2,13 +2,13 @@
 
 * :class:`OutputPerturbation` — Upcycled-FL's output perturbation (000 §5, 003 §6; Thm 6.2): each
   training client clips its local model to norm τ and adds N(0, s²I). Default s = σ (the paper);
-  ``noise_std="sigma-squared"`` draws s = σ² as the reference code does (``torch.normal(0, sigma**2)``, spec U1).
+  ``noise_std="sigma-squared"`` draws s = σ² as the reference code does (``torch.normal(0, sigma**2)``, audit point U1).
 * :class:`ObjectivePerturbation` — Upcycled-FL's objective perturbation (Thm 6.3): the client minimises
   F_i(ω) + (μ/2)‖ω − ω̄‖² + ⟨n, ω⟩ with n of density ∝ exp(−α‖n‖). ``noise_law="reference"`` draws the
-  reference code's noise (spec U6a/b); ``solver="exact"`` runs the theorem's own setting (exact minimiser,
+  reference code's noise (audit point U6a/b); ``solver="exact"`` runs the theorem's own setting (exact minimiser,
   :mod:`privaudit.fl.engine.glm`).
 * ``rng="clock-ms"`` seeds each draw from the clock's milliseconds as the reference code does (≤ 1000
-  distinct noise draws, spec U5); the clock is injectable so audits are deterministic. The default draws
+  distinct noise draws, audit point U5); the clock is injectable so audits are deterministic. The default draws
   from the run's seeded stream ("output-noise"/"objective-noise", training round, client).
 
 Wrapped around X and inside :class:`~privaudit.fl.algorithms.upcycled.Upcycled`, a privatizer acts only in
@@ -51,12 +51,12 @@ def _parse(enum: type[Enum], value: Any, what: str) -> Any:
 
 class NoiseStd(str, Enum):
     SIGMA = "sigma"  # the paper: n ~ N(0, σ²I)
-    SIGMA_SQUARED = "sigma-squared"  # the reference code: std σ² (spec U1)
+    SIGMA_SQUARED = "sigma-squared"  # the reference code: std σ² (audit point U1)
 
 
 class NoiseRng(str, Enum):
     SEEDED = "seeded"  # the run's seeded streams
-    CLOCK_MS = "clock-ms"  # the reference code: seed = milliseconds of the clock (spec U5)
+    CLOCK_MS = "clock-ms"  # the reference code: seed = milliseconds of the clock (audit point U5)
 
 
 class Sensitivity(str, Enum):
@@ -66,7 +66,7 @@ class Sensitivity(str, Enum):
 
 class ObjectiveNoiseLaw(str, Enum):
     PAPER = "paper"  # density ∝ exp(−α‖n‖) in d = #parameters
-    REFERENCE = "reference"  # Gamma(feature_len, α) norm, cube direction (spec U6a/b)
+    REFERENCE = "reference"  # Gamma(feature_len, α) norm, cube direction (audit point U6a/b)
 
 
 class ObjectiveSolver(str, Enum):
@@ -122,6 +122,11 @@ class OutputPerturbation(AlgorithmWrapper):
     @property
     def name(self) -> str:  # type: ignore[override]
         return f"{self.inner.name}+{self.mechanism_name}"
+
+    @property
+    def release_clip(self) -> float:
+        """τ: every released local model is clipped to this norm."""
+        return float(self.config.clip)
 
     def _generator(self, client: ClientContext):
         import torch
@@ -332,7 +337,7 @@ class NoPrivacy(AlgorithmWrapper):
 
     def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
         result = self.inner.finish(global_state, client, outcome)
-        if result.events or self.inner.find("accounts_own_privacy"):
+        if result.events or self.inner.accounts_own_privacy:
             return result
         event = PrivacyEvent.no_guarantee(client.client_id, client.round,
                                           f"{self.inner.name} releases the client's update without noise (--privacy none)")

@@ -1,11 +1,23 @@
 """Privacy mechanism name → how to wrap an algorithm with it, from named options (torch-free).
 
-``--privacy dp-sgd --clip 1 --noise 0.5`` (local DP-SGD, :class:`privaudit.fl.privacy.local_dp.LocalDP`),
-``--privacy output-perturbation --clip 10 --noise 1.0 [--noise-std sigma|sigma-squared] [--noise-rng
-seeded|clock-ms] [--sensitivity paper|clip-diameter]`` and ``--privacy objective-perturbation --alpha 10
-[--objective-noise paper|reference] [--noise-rng ...] [--objective-solver sgd|exact] [--grad-tol 1e-6]``.
-Defaults are the paper's behaviour; the reference code's is the named alternative (architecture
-"faithfulness switches").
+One vocabulary for ``--privacy`` on every algorithm that it makes sense for:
+
+* ``dp-sgd`` (alias ``ldp``, PrivateFL's name for it) ``--clip C --noise σ`` — record-level DP-SGD in every client
+  (:class:`privaudit.fl.privacy.local_dp.LocalDP`);
+* ``cdp`` ``--clip C --noise σ [--central-variant dp-fedavg|paper|reference]`` — client-level central DP at a
+  trusted server (:class:`privaudit.fl.privacy.central_dp.CentralDP`): DP-FedAvg by default, PrivateFL's Alg. 1
+  as printed (``paper``) or as its code runs it (``reference``) as faithfulness switches;
+* ``ddp`` ``--clip C --noise z [--modulus-bits b]`` — distributed DP, Skellam noise under simulated secure
+  aggregation (:class:`privaudit.fl.privacy.distributed_dp.DistributedDP`);
+* ``output-perturbation --clip 10 --noise 1.0 [--noise-std sigma|sigma-squared] [--noise-rng seeded|clock-ms]
+  [--sensitivity paper|clip-diameter]`` and ``objective-perturbation --alpha 10 [--objective-noise
+  paper|reference] [--noise-rng ...] [--objective-solver sgd|exact] [--grad-tol 1e-6]`` (Upcycled-FL Thm 6.2/6.3).
+
+Defaults are the paper's behaviour; the reference code's is the named alternative (architecture "faithfulness
+switches"). A combination that makes no sense is refused here, before any data is loaded, from what the
+algorithm declares: ``dp_sgd_compatible`` (its local step has a DP-SGD form) and ``server_dp_compatible`` with
+``server_dp_reason`` (its server step is post-processing of the clients' mean update, so ``cdp``/``ddp`` may
+privatise that update; an algorithm that declares nothing is refused).
 """
 
 from __future__ import annotations
@@ -17,8 +29,14 @@ from typing import Any
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.options import Option, reject_unused, take_options
 
-CLIP = Option("clip", float, "clipping norm: τ of the released local model (output perturbation), per-example C (dp-sgd)")
-NOISE = Option("noise", float, "noise parameter σ: output perturbation std σ (σ² with --noise-std sigma-squared); dp-sgd noise multiplier")
+CLIP = Option("clip", float, "clipping norm: τ of the released local model (output perturbation), per-example C (dp-sgd), "
+                             "per-client-update C (cdp, ddp)")
+NOISE = Option("noise", float, "noise parameter σ: output perturbation std σ (σ² with --noise-std sigma-squared); noise multiplier "
+                               "of dp-sgd, cdp (std σC on the sum of clipped updates) and ddp (target z)")
+CENTRAL_VARIANT = Option("central_variant", str, "cdp: dp-fedavg (fixed clip C, default), paper (PrivateFL Alg. 1 as printed: "
+                                                 "median-norm noise) or reference (PrivateFL code: per-tensor median clips)",
+                         ("dp-fedavg", "paper", "reference"))
+MODULUS_BITS = Option("modulus_bits", int, "ddp: bit width b of the secure-aggregation modulus 2^b (default 16)")
 NOISE_STD = Option("noise_std", str, "output perturbation: noise std convention (paper: sigma; reference code: sigma-squared)", ("sigma", "sigma-squared"))
 NOISE_RNG = Option("noise_rng", str, "noise generator: seeded (default) or clock-ms (the reference code's clock seed, ≤ 1000 draws)", ("seeded", "clock-ms"))
 SENSITIVITY = Option("sensitivity", str, "output perturbation: recorded sensitivity, paper (τ/|D_i|) or clip-diameter (2τ)", ("paper", "clip-diameter"))
@@ -59,13 +77,49 @@ def _dp_sgd(algorithm, clip=None, noise=None):
         raise InvalidParameterError("dp-sgd needs --clip C and --noise σ")
     if not getattr(algorithm, "dp_sgd_compatible", True):
         raise InvalidParameterError(
-            f"--privacy dp-sgd replaces the local solver, and {algorithm.name}'s local step has no DP-SGD form (use fedavg or fedprox)"
+            f"--privacy dp-sgd (ldp) replaces the local solver, and {algorithm.name}'s local step has no DP-SGD form (use fedavg or fedprox)"
         )
     from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig
 
     # FedSGD's clients take full-batch steps, so its DP-SGD samples every record (q = 1), one noisy step per epoch
     sample_rate = 1.0 if getattr(algorithm, "full_batch_dp_sgd", False) else None
     return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip, sample_rate=sample_rate))
+
+
+def _require_server_dp(algorithm, key: str) -> None:
+    """Refuse a server-side privatizer unless ``algorithm`` declares its server step post-processing of the mean update."""
+    if algorithm.server_dp_compatible:
+        return
+    reason = algorithm.server_dp_reason or (
+        f"{algorithm.name} does not declare its server step post-processing of the clients' mean update (server_dp_compatible)")
+    raise InvalidParameterError(f"--privacy {key} privatises the clients' mean update at the server, but {reason}")
+
+
+def _central_dp(algorithm, clip=None, noise=None, central_variant="dp-fedavg"):
+    _require_server_dp(algorithm, "cdp")
+    if noise is None:
+        raise InvalidParameterError("cdp needs --noise σ (the noise multiplier)")
+    if central_variant == "dp-fedavg" and clip is None:
+        raise InvalidParameterError("cdp needs --clip C (the clip norm of each client's update) and --noise σ")
+    if central_variant != "dp-fedavg" and clip is not None:
+        raise InvalidParameterError(f"--clip does not apply to cdp with --central-variant {central_variant}: its clip norms are "
+                                    "medians of the clients' update norms")
+    from privaudit.fl.privacy.central_dp import CentralDP, CentralDPConfig
+
+    config = CentralDPConfig(variant=central_variant, noise_multiplier=noise, clip_norm=1.0 if clip is None else clip,
+                             assumptions=("noise multiplier given directly (--noise); the client sampling is the federation's",))
+    return CentralDP(algorithm, config)
+
+
+def _distributed_dp(algorithm, clip=None, noise=None, modulus_bits=16):
+    _require_server_dp(algorithm, "ddp")
+    if clip is None or noise is None:
+        raise InvalidParameterError("ddp needs --clip C (the clip norm of each client's update) and --noise z")
+    from privaudit.fl.privacy.distributed_dp import DistributedDP, DistributedDPConfig
+
+    config = DistributedDPConfig(noise_multiplier=noise, clip_norm=clip, bits=modulus_bits,
+                                 assumptions=("noise multiplier z given directly (--noise); K is the federation's max(⌊qN⌋, 1)",))
+    return DistributedDP(algorithm, config)
 
 
 def _no_privacy(algorithm):
@@ -96,6 +150,21 @@ PRIVACY_SPECS: dict[str, PrivacySpec] = {
             "local DP-SGD in every client (Abadi et al. 2016; Poisson rate batch/|D_i|, clip C, noise σ), ε from the ledger",
             (CLIP, NOISE),
             _dp_sgd,
+        ),
+        PrivacySpec("ldp", "alias of dp-sgd: record-level DP-SGD in every client, PrivateFL's \"LDP\" (001 §3.3)", (CLIP, NOISE), _dp_sgd),
+        PrivacySpec(
+            "cdp",
+            "client-level central DP at a trusted server: clip each update to C, Gaussian noise σC on the sum, fixed "
+            "denominator (DP-FedAvg, McMahan et al. 2018); one SubsampledGaussian(σ, q) server event per round",
+            (CLIP, NOISE, CENTRAL_VARIANT),
+            _central_dp,
+        ),
+        PrivacySpec(
+            "ddp",
+            "distributed DP: clipped updates with Skellam noise shares under simulated secure aggregation "
+            "(Agarwal, Kairouz & Liu 2021; PrivateFL Alg. 3); one Skellam server event per round",
+            (CLIP, NOISE, MODULUS_BITS),
+            _distributed_dp,
         ),
     )
 }

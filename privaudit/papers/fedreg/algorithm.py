@@ -1,6 +1,7 @@
 """FedReg (Xu, Hong, Huang, Jiang, ICLR 2022): local steps regularised by pseudo and perturbed data, and MG.
 
-Client i in round t, from the global model θ^{(t−1)} (spec ``seed_code.md`` §3.1; paper §3.2–3.3, Alg. D.1):
+Client i in round t, from the global model θ^{(t−1)} (002 §3.2–3.3, Alg. D.1; Zoesgithub/FedReg@34b081f:
+FedUtils/fed/fedreg.py):
 
 * pseudo data (§3.2): x^s_j = x^s_{j−1} + η_s·sign(∇_x L_{θ^{(t−1)}}(x^s_{j−1}, y)), j = 1..E, from x^s_0 = x for
   each local example, soft labels y^s = softmax f_{θ^{(t−1)}}(x^s); perturbed data: the same with
@@ -14,7 +15,7 @@ Client i in round t, from the global model θ^{(t−1)} (spec ``seed_code.md`` �
   v = ⟨g_γ(B), g_γ(B^{s'})⟩/‖g_γ(B^{s'})‖², B^{s'} = the pseudo inputs of B with the uniform label (1/n)Σ_j e_j.
 
 The server averages the local models as FedAvg does (example-weighted; the reference code weighs every
-sampled client 1.0, spec §3.1 — identical for equal client sizes). The pure mathematics is
+sampled client 1.0 in Zoesgithub/FedReg@34b081f:FedUtils/fed/server.py — identical for equal client sizes). The pure mathematics is
 :mod:`privaudit.papers.fedreg.local_step` (shared with the inversion attacks).
 
 Implementation notes:
@@ -46,7 +47,6 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from privaudit.accounting.ledger import PrivacyEvent
-from privaudit.accounting.mechanisms import PureDP
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import ClientContext, ClientResult
 from privaudit.fl.algorithms.fedavg import FedAvg
@@ -240,15 +240,7 @@ NO_GUARANTEE = "no DP guarantee"
 
 def no_guarantee_event(client: ClientContext, algorithm: str, reason: str) -> PrivacyEvent:
     """A release with no differential-privacy guarantee, recorded honestly as ε = ∞ (PureDP(∞))."""
-    return PrivacyEvent(
-        client_id=str(client.client_id),
-        round=client.round,
-        mechanism=PureDP(epsilon=math.inf),
-        count=1,
-        assumptions=(f"{NO_GUARANTEE}: {algorithm} {reason} (ε = ∞)",),
-        valid=True,
-        note=NO_GUARANTEE,
-    )
+    return PrivacyEvent.no_guarantee(str(client.client_id), client.round, f"{algorithm} {reason} (ε = ∞)")
 
 
 class FedReg(FedAvg):
@@ -275,7 +267,7 @@ class FedReg(FedAvg):
         result = super().finish(global_state, client, outcome)
         reason = (
             "adds no noise: the released model is a deterministic function of the client's data and the global model; "
-            + ("MG (eq. 12) removes one gradient direction, an empirical defence against one inversion attack (spec R1)"
+            + ("MG (eq. 12) removes one gradient direction, an empirical defence against one inversion attack (audit point R1)"
                if self.config.modified_gradient else "the pseudo-data regulariser is not a privacy mechanism")
         )
         return replace(result, events=(*result.events, no_guarantee_event(client, self.name, reason)))

@@ -1,4 +1,4 @@
-"""Evidence for the FedReg privacy audit points R1, R2, R4, R5 (spec ``seed_code.md`` §3.2–3.3): inversion vs ε.
+"""Evidence for the FedReg privacy audit points R1, R2, R4, R5 (listed in the README): inversion vs ε.
 
 ``python -m privaudit.papers.fedreg.inversion_evidence [--images 4] [--adaptive-images 2] [--iterations 300] [--seed 0]``
 attacks one-example client updates (FedReg App. B.4: the attacked update is the parameter change after
@@ -26,15 +26,17 @@ scikit-image sample images (32×32 RGB) and scikit-learn digits (8×8). Weights 
 Scaled to ~15–25 min on 2 shared CPU cores: few images per dataset, a few hundred IG iterations (the paper
 used 32,000) and fewer images for the expensive adaptive attack; all stated in the report.
 
-Writes ``reports/inversion.md``, ``reports/inversion-<dataset>.png`` (all defences, first rows analytic then
-IG), ``reports/inversion-<dataset>-adaptive.png`` (FedReg + MG, naive vs adaptive) and
-``reports/evidence/inversion.json`` (one record per defence × attack × dataset).
+Draws ``reports/inversion-<dataset>.png`` (all defences, first rows analytic then IG) and
+``reports/inversion-<dataset>-adaptive.png`` (FedReg + MG, naive vs adaptive), writes the result file
+``reports/evidence/inversion.json`` (kind ``inversion-evidence``: the settings and one record per defence × attack ×
+dataset; the grids declared as its inputs) and renders ``reports/inversion.md`` from it
+(:mod:`privaudit.report.evidence.inversion`); ``privaudit report reports/evidence/inversion.json --out
+reports/inversion.md`` re-renders the page without re-running the attacks.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import time
@@ -156,21 +158,7 @@ def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # ty
                    run.ground_truth, run.reconstructions)
 
 
-# -- rendering ------------------------------------------------------------------------------------------
-def _f(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, str):
-        return value
-    if math.isinf(value):
-        return "∞"
-    return f"{value:.{digits}f}"
-
-
-def _eps(value: float | str) -> str:
-    return value if isinstance(value, str) else f"{value:.3g}"
-
-
+# -- outputs -------------------------------------------------------------------------------------------
 def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
     import torch
 
@@ -199,133 +187,29 @@ def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
     return written
 
 
-def _reading(outcomes: list[Outcome]) -> list[str]:
-    """Sentences computed from the measured numbers (no fixed conclusions)."""
-    lines = []
-    for ds in dict.fromkeys(o.cell.dataset for o in outcomes):
-        mine = [o for o in outcomes if o.cell.dataset == ds]
-
-        def get(defence: str, attack: str, mine: list[Outcome] = mine) -> Outcome | None:
-            return next((o for o in mine if o.cell.defence.label == defence and o.cell.attack_label == attack), None)
-
-        ig_fedavg, an_fedavg = get("FedAvg", "ig"), get("FedAvg", "analytic")
-        parts = [f"**{DATASETS[ds]}.**"]
-        if an_fedavg and ig_fedavg:
-            parts.append(f"Without a defence the analytic attack reaches {_f(_mean(an_fedavg.psnr))} dB and IG "
-                         f"{_f(_mean(ig_fedavg.psnr))} dB (SSIM {_f(_mean(ig_fedavg.ssim), 2)}).")
-        dp = [o for o in mine if o.cell.defence.sigma is not None and o.cell.attack == "ig"]
-        if dp and ig_fedavg:
-            base = _mean(ig_fedavg.psnr) or 0.0
-            kept = [o for o in dp if (_mean(o.psnr) or 0.0) >= base - 3.0]
-            parts.append("IG PSNR under DP-SGD: " + ", ".join(
-                f"σ = {o.cell.defence.sigma:g} (ε = {_eps(o.epsilon)}) → {_f(_mean(o.psnr))} dB" for o in dp) + ".")
-            if kept:
-                worst = max(kept, key=lambda o: o.cell.defence.sigma or 0.0)
-                parts.append(f"Up to σ = {worst.cell.defence.sigma:g} (ε = {_eps(worst.epsilon)}) IG stays within 3 dB of "
-                             "the undefended update.")
-            else:
-                parts.append("Every σ tried costs IG more than 3 dB against the undefended update, including the "
-                             "smallest one, whose ε is astronomically large — PSNR protection is not evidence of DP (R2).")
-        dp_analytic = [o for o in mine if o.cell.defence.sigma is not None and o.cell.attack == "analytic"]
-        if dp_analytic:
-            parts.append("Analytic PSNR under DP-SGD: " + ", ".join(
-                f"σ = {o.cell.defence.sigma:g} → {_f(_mean(o.psnr))} dB" for o in dp_analytic) + ".")
-        naive = get("FedReg+MG", "ig (naive)")
-        if naive and ig_fedavg:
-            parts.append(f"FedReg+MG against the naive IG attacker: {_f(_mean(naive.psnr))} dB vs {_f(_mean(ig_fedavg.psnr))} "
-                         "dB for FedAvg.")
-        adaptive = next((o for o in mine if o.cell.attack == "adaptive-mg" and not o.cell.labels_known), None)
-        if adaptive:
-            paired = get("FedReg+MG", "ig (naive)")
-            paired = paired.first(adaptive.cell.images) if paired else None
-            if paired:
-                gain = (_mean(adaptive.psnr) or 0.0) - (_mean(paired.psnr) or 0.0)
-                parts.append(f"On the same {adaptive.cell.images} image(s) the adaptive attacker reaches "
-                             f"{_f(_mean(adaptive.psnr))} dB vs {_f(_mean(paired.psnr))} dB naive "
-                             f"({'+' if gain >= 0 else ''}{gain:.1f} dB).")
-            if adaptive.label_accuracy is not None and adaptive.label_accuracy < 1:
-                parts.append(f"Its inferred labels are right for {_f(adaptive.label_accuracy, 2)} of the images: MG's "
-                             "projection also breaks iDLG's label inference.")
-        informed = next((o for o in mine if o.cell.attack == "adaptive-mg" and o.cell.labels_known), None)
-        if informed:
-            parts.append(f"Given the true labels, the adaptive attacker reaches {_f(_mean(informed.psnr))} dB "
-                         f"(SSIM {_f(_mean(informed.ssim), 3)}).")
-        an_mg = get("FedReg+MG", "analytic")
-        if an_mg:
-            parts.append(f"The analytic attack on the FC-first model gets {_f(_mean(an_mg.psnr))} dB from a FedReg+MG "
-                         f"update and {_f(_mean(get('FedReg', 'analytic').psnr)) if get('FedReg', 'analytic') else '—'} dB "
-                         "from plain FedReg.")
-        lines.append(" ".join(parts))
-    return lines
-
-
-def write_report(outcomes: list[Outcome], args: argparse.Namespace, seconds: float, out_dir: Path) -> None:
+def write_evidence(outcomes: list[Outcome], args: argparse.Namespace, seconds: float, out_dir: Path) -> Path:
+    """Draw the reconstruction grids, write ``<out_dir>/evidence/inversion.json`` (records + settings, the grids
+    declared as inputs), then render ``<out_dir>/inversion.md`` from it."""
     import torch
 
+    from privaudit.report.evidence import write_page
+    from privaudit.report.results import make_result, write_result
+
     grids = _grids(outcomes, out_dir)
-    records = [o.record(args.iterations) for o in outcomes]
-    evidence = out_dir / "evidence" / "inversion.json"
-    evidence.parent.mkdir(parents=True, exist_ok=True)
-    evidence.write_text(json.dumps(_jsonable(records), indent=1, ensure_ascii=False) + "\n")
-    lines = [
-        "# Gradient inversion vs ε: FedAvg, DP-SGD, FedReg, FedReg+MG (audit points R1, R2, R4, R5)",
-        "",
-        f"`python -m privaudit.papers.fedreg.inversion_evidence --images {args.images} --adaptive-images {args.adaptive_images} "
-        f"--iterations {args.iterations} --seed {args.seed}` — {seconds / 60:.1f} min wall on {platform.machine()} CPU, "
-        f"torch {torch.__version__}, {args.threads} torch thread(s), shared machine.",
-        "",
-        "**Setting (FedReg App. B.4).** Each attacked update is one client's parameter change after one local step on one "
-        f"example (lr {LOCAL['lr']}), from untrained seeded weights (seed {args.seed}); the attacker knows the protocol "
-        "(lr, one step, one example) but not the example or its label (labels are inferred, iDLG). DP-SGD clips the example's "
-        f"gradient to C = {CLIP:g} and adds N(0, σ²C²I). FedReg: γ = {FEDREG['gamma']}, η_s = {FEDREG['pseudo_step']:g}, "
-        f"{FEDREG['fgsm_steps']} FGSM steps clamped to the data range. **ε column**: one full-batch DP-SGD step on the one "
-        f"example = one Gaussian mechanism with noise multiplier σ (sampling rate 1, add/remove neighbours), δ = {DELTA:g}, "
-        "privaudit `auto` accountant; FedAvg and FedReg(+MG) are deterministic functions of the data and carry no DP "
-        "guarantee (R1).",
-        "",
-        f"**Attacks.** analytic = closed-form first-layer recovery on `{ANALYTIC_MODEL}` (FC first); ig = Inverting Gradients "
-        f"on `{IG_MODEL}` (cosine distance, TV 1e-4, Adam 0.1 on signed gradients, ×0.1 at 3/8, 5/8, 7/8, box), "
-        f"**{args.iterations} iterations** (the paper: 32,000), assuming plain FedAvg — the *naive* attacker against FedReg; "
-        "adaptive-mg = the same optimisation through a simulation of FedReg's MG step, regulariser and FGSM pseudo data "
-        "(R4).",
-        "",
-        f"**Scale (stated, not hidden).** {args.images} images per dataset for every defence × attack and "
-        f"{args.adaptive_images} for the naive-vs-adaptive FedReg+MG comparison (the adaptive attack costs ~15× an IG "
-        "iteration); untrained models; one restart. PSNR/SSIM: scikit-image on [0, 1] images after Hungarian matching "
-        "(`attacks.metrics`); ∞ dB = exact recovery. Numbers are small-sample measurements, not population means.",
-        "",
-        "## Reading",
-        "",
-        *[f"- {line}" for line in _reading(outcomes)],
-        "",
-        "## PSNR / SSIM per defence × attack",
-        "",
-        "| dataset | defence | σ | ε (δ = 1e-5) | attack | model | images | PSNR mean (dB) | PSNR per image | SSIM mean | "
-        "SSIM per image | label acc. | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for o in outcomes:
-        c = o.cell
-        lines.append(
-            f"| {c.dataset} | {c.defence.label} | {'—' if c.defence.sigma is None else f'{c.defence.sigma:g}'} | "
-            f"{_eps(o.epsilon)} | {c.attack_label} | {c.model} | {c.images} | {_f(_mean(o.psnr))} | "
-            f"{' / '.join(_f(v) for v in o.psnr)} | {_f(_mean(o.ssim), 3)} | {' / '.join(_f(v, 3) for v in o.ssim)} | "
-            f"{_f(o.label_accuracy, 2)} | {o.seconds:.1f} |"
-        )
-    lines += ["", "## Figures", ""]
-    lines += [f"![{g}]({g})" for g in grids]
-    lines += ["", "Machine-readable records: `reports/evidence/inversion.json`.", ""]
-    (out_dir / "inversion.md").write_text("\n".join(lines))
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "inf" if value > 0 else ("-inf" if value < 0 else None)
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
+    settings = {
+        "images": args.images, "adaptive_images": args.adaptive_images, "iterations": args.iterations, "seed": args.seed,
+        "threads": args.threads, "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)), "dataset_names": DATASETS,
+        "local": LOCAL, "fedreg": FEDREG, "clip": CLIP, "delta": DELTA, "analytic_model": ANALYTIC_MODEL, "ig_model": IG_MODEL,
+        "machine": platform.machine(), "torch": torch.__version__,
+    }
+    data = {"settings": settings, "seconds": seconds, "records": [o.record(args.iterations) for o in outcomes]}
+    command = (f"python -m privaudit.papers.fedreg.inversion_evidence --images {args.images} --adaptive-images "
+               f"{args.adaptive_images} --iterations {args.iterations} --seed {args.seed}")
+    result = make_result("inversion-evidence", "Gradient inversion vs ε: FedAvg, DP-SGD, FedReg, FedReg+MG", data,
+                         {"datasets": settings["datasets"], "threads": args.threads}, command=command, seed=args.seed,
+                         inputs={Path(name).stem: f"../{name}" for name in grids})
+    path = write_result(out_dir / "evidence" / "inversion.json", result)
+    return write_page(path, out_dir / "inversion.md").markdown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -359,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      lambda k, done=done: bar.update(overall, completed=done + k)))
     seconds = time.perf_counter() - start
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_report(outcomes, args, seconds, args.out_dir)
-    print(f"wrote {args.out_dir / 'inversion.md'} and {args.out_dir / 'evidence' / 'inversion.json'} in {seconds / 60:.1f} min")
+    page = write_evidence(outcomes, args, seconds, args.out_dir)
+    print(f"wrote {args.out_dir / 'evidence' / 'inversion.json'} and {page} in {seconds / 60:.1f} min")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Source: Xu, Hong, Huang, Jiang, "Acceleration of Federated Learning with Alleviated Forgetting in Local
 Training" (FedReg), ICLR 2022 — §3.2 (pseudo and perturbed data by FGSM), eq. (10)–(11) (the regulariser
-and the local step) and §3.3 eq. (12) (modified gradient, MG); privaudit spec ``seed_code.md`` §3.1.
+and the local step) and §3.3 eq. (12) (modified gradient, MG); reference code Zoesgithub/FedReg@34b081f:
+FedUtils/fed/fedreg.py (``step_func``) and FedUtils/models/utils.py (``FSGM``).
 
 Every function here works on parameter dictionaries (name → tensor) and a ``forward(params, x) -> logits``
 callable, so :mod:`privaudit.papers.fedreg.algorithm` (training) and :mod:`attacks.inversion.fedreg_forward`

@@ -9,12 +9,12 @@ T* = K·T/M (T = R·τ SGD iterations in total, K of M clients per round). Calib
   (:func:`privaudit.accounting.calibrate.calibrate_noise`), as the paper states it should be ("we apply the
   moments accountant ... and terminate before the loss exceeds the target budget");
 * ``reference`` — the reference code's closed form σ = 10·q·sqrt(T·log₁₀(1/δ))/ε
-  (``compute_noise_multiplier``, :func:`privaudit.accounting.closed_form.pfa_reference_noise`, spec F1), with
+  (``compute_noise_multiplier``, :func:`privaudit.accounting.closed_form.pfa_reference_noise`, audit point F1), with
   T = K·R·τ/M. It is not derived from any accountant; :func:`client_privacy` shows the ε it really gives.
 
 Planned steps (``planned="expected"``, the paper's T*): a client is planned to train in ⌊K·R/M⌋ rounds of
 τ_m steps (for the reference closed form T is the unrounded K·R·τ_m/M, as that code passes it). T* is an
-*expectation* under uniform client sampling (spec F2): without the ledger's pre-check a client sampled more
+*expectation* under uniform client sampling (audit point F2): without the ledger's pre-check a client sampled more
 often than ⌊K·R/M⌋ times would exceed ε_m. ``planned="every-round"`` calibrates for all R rounds (no
 client can exceed its budget, at the cost of more noise).
 
@@ -181,7 +181,7 @@ def spent_epsilon(calibration: ClientCalibration, steps: int, accountant: str | 
 
 
 def reference_spent_epsilon(calibration: ClientCalibration, steps: int) -> float:
-    """The reference code's "budget accountant": the closed form inverted at ``steps`` (spec F1)."""
+    """The reference code's "budget accountant": the closed form inverted at ``steps`` (audit point F1)."""
     if steps <= 0:
         return 0.0
     return pfa_reference_epsilon(calibration.sample_rate, steps, calibration.delta, calibration.noise_multiplier)
@@ -287,7 +287,7 @@ def plan_client_privacy(
 
     The steps are the plan's T*_m (or ``realised_steps``); ``num_clients`` is the population M (default: one client
     per budget). This is the claim-level view of PFA's privacy: the reference calibration's ε as a real
-    accountant sees it (spec F1).
+    accountant sees it (audit point F1).
     """
     schedules = [local_schedule(n, batch_size, local_steps) for n in client_sizes]
     calibrations = calibrate_clients(

@@ -12,7 +12,7 @@ sufficient privacy budget to participate in the current round") and an *update* 
 * :class:`BudgetedSampler` draws K of the clients that pass the pre-check uniformly at random (the paper's
   "random subset of K clients") and **stops training when fewer than K candidates remain**, as the reference
   code does (``sample_clients``: training stops if fewer than m candidates) — the paper does not describe the
-  stop, and T* = K·T/M is only an expectation (spec F2), so the stop round and the exhausted clients are
+  stop, and T* = K·T/M is only an expectation (audit point F2), so the stop round and the exhausted clients are
   recorded and reported.
 
 ``policy="record"`` skips the pre-check (every client is a candidate in every round): a client sampled more

@@ -16,12 +16,12 @@ Names (``draw_budgets(name, num_clients, seed)``), **as the paper defines them**
 The paper writes Gaussians as N(mean, variance) — its DP-SGD noise is N(0, σ²C²I) (Alg. 7) — so the
 second parameter is read as a **variance** by default (MixGauss1's private component has standard
 deviation 0.1). ``second_parameter="std"`` reads it as a standard deviation, as the reference code does
-(spec F5).
+(audit point F5).
 
-**Reference labels differ** (spec F5): the reference repository's ``epsfiles/mixgauss1`` is the paper's
+**Reference labels differ** (audit point F5): the reference repository's ``epsfiles/mixgauss1`` is the paper's
 MixGauss2 (private ε ≈ 0.5), its ``mixgauss3`` is the paper's MixGauss1, and its README runs
 ``--eps mixgauss1`` everywhere. The reference files' own definitions are offered under ``reference-*``
-names (second parameter = standard deviation, as that code draws them; spec §4.2):
+names (second parameter = standard deviation, as that code draws them; Emory-AIMS/PFA@72b3f89:epsfiles):
 ``reference-mixgauss1..6``, ``reference-mixgauss3_2..5`` (mixgauss3 with public weight 0.2..0.5),
 ``reference-gauss1/2``, ``reference-uniform1``, ``reference-pareto1``, ``reference-min1/2``,
 ``reference-max1/2``. Like that code, a reference *mixture* is redrawn as a whole until at least one ε
@@ -29,7 +29,7 @@ exceeds its threshold (the files' thresholds 1.0 / 2.0 / 1.0 for mixgauss1 / 2 /
 mean; the other mixtures use the same rule).
 
 A Gaussian component can draw ε ≤ 0, which is no budget at all (the reference code would turn it into a
-negative noise multiplier, spec F5). ``nonpositive="redraw"`` (default) redraws those clients from the same
+negative noise multiplier, audit point F5). ``nonpositive="redraw"`` (default) redraws those clients from the same
 distribution (so budgets follow the distribution conditioned on ε > 0); ``"reject"`` refuses the draw with a
 message naming the clients. ``constant:<ε>`` gives every client the same budget, and a file (``file:<path>``,
 or any existing path) gives one ε per client (:func:`read_budget_file`).
@@ -121,7 +121,7 @@ def _mixture(name: str, source: str, *components: tuple[float, float, float], se
 
 
 _PAPER = "PFA (004) Table 1"
-_REFERENCE = "PFA reference code epsfiles (spec §4.2)"
+_REFERENCE = "PFA reference code epsfiles (Emory-AIMS/PFA@72b3f89)"
 
 
 def _reference_mixture(name: str, private: tuple[float, float], public: tuple[float, float], public_weight: float = 0.1):

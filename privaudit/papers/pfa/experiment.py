@@ -1,14 +1,18 @@
-"""Run the PFA family (004) from Python or from ``privaudit train``, and say what each client really spent.
+"""Run the PFA family (004) from Python, and say what each client really spent.
 
-* :class:`PFAConfig` + :func:`train_pfa` — the Python entry point: ``train_pfa(PFAConfig(algorithm="pfa",
+* :class:`PFAConfig` + :func:`train_pfa` — the Python API: ``train_pfa(PFAConfig(algorithm="pfa",
   budgets="mixgauss1", num_clients=20, rounds=50))`` returns a :class:`PFAResult` (a
   :class:`~privaudit.fl.engine.round_loop.FederationResult` with the run's PFA report attached);
-* :func:`run_pfa_training` — what ``privaudit train --algorithm pfa|pfa-plus|weiavg|...`` runs: the generic
-  :func:`~privaudit.fl.engine.run.run_training` plus the PFA report (participation, when and why training
-  stopped, uplink bytes, per-round aggregation) in the checkpoint manifest under ``"pfa"``;
+* :func:`run_pfa_training` — a :class:`~privaudit.fl.engine.run.TrainSpec` of the family through the one training
+  entry point :func:`~privaudit.fl.engine.run.run_training` (what ``privaudit train --algorithm pfa|pfa-plus|...``
+  runs; the algorithm itself puts its report — participation, when and why training stopped, uplink bytes,
+  per-round aggregation — into the checkpoint manifest under ``"pfa"``), returned as a :class:`PFAResult`;
 * :func:`run_privacy` — per client: claimed ε_m, σ_m, realised steps (from the run's ledger) and the ε a
   real accountant gives for them. For a plan without training use
   :func:`privaudit.papers.pfa.budget_calibration.plan_client_privacy`.
+
+:class:`PFAConfig` is a thin, typed layer over :class:`~privaudit.fl.engine.run.TrainSpec` with the paper's
+defaults (the evidence script and the audit recipe describe their runs with it).
 """
 
 from __future__ import annotations
@@ -18,27 +22,25 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.engine.checkpoint import CheckpointWriter
 from privaudit.fl.engine.round_loop import FederationResult
 from privaudit.fl.engine.run import TrainSpec
-from privaudit.papers.pfa.budget_calibration import (
-    ClientCalibration,
-    ClientPrivacy,
-    client_privacy,
-    summarise_privacy,
-)
+from privaudit.papers.pfa import run_report
+from privaudit.papers.pfa.budget_calibration import ClientCalibration, ClientPrivacy
 
 
 @dataclass
 class PFAResult(FederationResult):
-    """A trained PFA-family federation and its report (``algorithm`` is the trained algorithm object)."""
+    """A trained PFA-family federation and its report.
+
+    ``algorithm`` is the PFA-family algorithm itself (inside any privatizer wrapper): its ``calibrations``,
+    ``uplink`` and per-round ``records``.
+    """
 
     report: dict[str, Any] = field(default_factory=dict)
-    algorithm: Any = None
 
     @property
     def calibrations(self) -> list[ClientCalibration]:
-        return list(getattr(self.algorithm, "calibrations", []) or [])
+        return [] if self.algorithm is None else list(self.algorithm.calibrations)
 
     @property
     def stop_reason(self) -> str | None:
@@ -74,10 +76,8 @@ class PFAConfig:
 
     def train_spec(self) -> TrainSpec:
         from privaudit.fl.engine.config import LocalTrainingConfig
-        from privaudit.papers.pfa.specs import is_pfa_family
 
-        if not is_pfa_family(self.algorithm):
-            raise InvalidParameterError(f"{self.algorithm!r} is not a PFA-family algorithm")
+        _require_family(self.algorithm)
         options = {"budgets": self.budgets, "local_steps": self.local_steps, **self.options}
         return TrainSpec(
             algorithm=self.algorithm,
@@ -96,49 +96,25 @@ class PFAConfig:
         )
 
 
-class _PFACheckpointWriter(CheckpointWriter):
-    """Writes the PFA report into the manifest (``"pfa"``) when the run ends."""
+def _require_family(name: str) -> None:
+    from privaudit.fl.algorithms.registry import UPCYCLED_PREFIX
+    from privaudit.papers.pfa.specs import NAMES
 
-    def __init__(self, path, algorithm, **kwargs: Any) -> None:
-        super().__init__(path, **kwargs)
-        self.algorithm = algorithm
-
-    def on_end(self, result: FederationResult) -> None:
-        self.extra["pfa"] = self.algorithm.report()
-        super().on_end(result)
-
-
-def _pfa_algorithm(algorithm: Any) -> Any:
-    """The HeterogeneousDP object inside ``algorithm`` (itself, or the innermost wrapped one)."""
-    from privaudit.papers.pfa.algorithm import HeterogeneousDP
-
-    current = algorithm
-    while current is not None and not isinstance(current, HeterogeneousDP):
-        current = getattr(current, "inner", None)
-    return current
+    key = str(name).strip().lower()
+    if key.removeprefix(UPCYCLED_PREFIX) not in NAMES:
+        raise InvalidParameterError(f"{name!r} is not a PFA-family algorithm")
 
 
 def run_pfa_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, save_client_updates: bool = False,
                      overwrite: bool = False, progress: bool = True) -> PFAResult:
-    """Run a PFA-family ``spec`` (as :func:`privaudit.fl.engine.run.run_training` does) and attach its report."""
-    from privaudit.data import load_dataset
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.engine.run import build_algorithm
+    """Run a PFA-family ``spec`` through :func:`~privaudit.fl.engine.run.run_training` and attach its report."""
+    from privaudit.fl.engine.run import run_training
+    from privaudit.papers.pfa.algorithm import family_of
 
-    config = spec.federation_config()
-    algorithm = build_algorithm(spec)
-    family = _pfa_algorithm(algorithm)
-    if family is None:
-        raise InvalidParameterError(f"{spec.algorithm!r} is not a PFA-family algorithm")
-    dataset = load_dataset(spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed,
-                           **spec.dataset_options)
-    model = spec.model or "pfa-lr"
-    observers = []
-    if out is not None:
-        observers.append(_PFACheckpointWriter(out, family, save_client_updates=save_client_updates, overwrite=overwrite,
-                                              extra={"train_spec": spec.to_dict()}))
-    result = run_federation(dataset, model, algorithm, config, observers=observers, progress=progress)
-    base = {f.name: getattr(result, f.name) for f in fields(FederationResult)}
+    _require_family(spec.algorithm)
+    result = run_training(spec, out, save_client_updates=save_client_updates, overwrite=overwrite, progress=progress)
+    family = family_of(result.algorithm)
+    base = {f.name: getattr(result, f.name) for f in fields(FederationResult) if f.name != "algorithm"}
     return PFAResult(**base, report=family.report(), algorithm=family)
 
 
@@ -150,10 +126,7 @@ def train_pfa(config: PFAConfig, out: str | os.PathLike | None = None, *, progre
 
 def realised_steps(result: FederationResult) -> dict[int, int]:
     """DP-SGD steps per client recorded in the run's ledger."""
-    steps: dict[int, int] = {}
-    for event in result.ledger.events:
-        steps[int(event.client_id)] = steps.get(int(event.client_id), 0) + event.count
-    return steps
+    return run_report.realised_steps(result.ledger)
 
 
 def run_privacy(result: PFAResult, accountant: str = "rdp", claimed: str = "preference") -> list[ClientPrivacy]:
@@ -162,33 +135,9 @@ def run_privacy(result: PFAResult, accountant: str = "rdp", claimed: str = "pref
     ``claimed="preference"`` compares with each client's own budget (what the ledger keeps); ``"operating"``
     with the budget its noise was calibrated for (they differ for the Minimum/Maximum baselines).
     """
-    calibrations = result.calibrations
-    if not calibrations:
-        raise InvalidParameterError("this run trained without DP (np-fedavg): it has no per-client ε")
-    steps = realised_steps(result)
-    if claimed == "preference":
-        prefs = result.report["plan"]["budgets"]["epsilons"]
-    elif claimed == "operating":
-        prefs = None
-    else:
-        raise InvalidParameterError(f"claimed must be 'preference' or 'operating', got {claimed!r}")
-    return client_privacy(calibrations, steps, accountant, claimed=prefs)
+    return run_report.client_privacy_of_run(result.calibrations, result.ledger, result.report, accountant, claimed)
 
 
-def summary_rows(result: PFAResult, delta: float | None = None, accountant: str = "rdp") -> dict[str, Any]:
-    """A few lines for ``privaudit train``'s summary: stop, ε spent (max / mean, over budget), uplink reduction."""
-    out: dict[str, Any] = {}
-    report = result.report
-    stopped = (report.get("participation") or {}).get("stopped")
-    out["stopped_at_round"] = None if stopped is None else stopped["round"]
-    if stopped is not None:
-        out["stop_reason"] = stopped["reason"]
-    if result.calibrations:
-        privacy = summarise_privacy(run_privacy(result, accountant))
-        out["max_epsilon_spent"] = privacy["max_epsilon"]
-        out["mean_epsilon_spent"] = privacy["mean_epsilon"]
-        out["clients_over_budget"] = len(privacy["over_budget"])
-    communication = report.get("communication") or {}
-    out["uplink_bytes"] = communication.get("total_bytes")
-    out["uplink_reduction_private"] = communication.get("reduction_private")
-    return out
+def summary_rows(result: PFAResult, accountant: str = "rdp") -> dict[str, Any]:
+    """The lines the family adds to ``privaudit train``'s summary (:func:`privaudit.papers.pfa.run_report.summary_rows`)."""
+    return run_report.summary_rows(result.report, result.calibrations, result.ledger, accountant)

@@ -5,9 +5,10 @@ PFA (004 Alg. 3 lines 2–4, as the paper states) takes V_k = top-k eigenvectors
 the private updates: Δx̂^pri = V_k V_kᵀ Δx̄^pri. Σ has rank one, so its only informative eigenvector is
 Δx̄^pub/‖Δx̄^pub‖: for k > 1 the remaining eigenvalues are zero and their eigenvectors are arbitrary. Here
 eigenvectors whose eigenvalue is below ``rtol``·λ_max are dropped (the *effective* dimension is reported);
-the paper's Σ therefore always projects onto one direction (spec F4).
+the paper's Σ therefore always projects onto one direction (audit point F4).
 
-As the reference code runs it (``projection="reference"``, spec §4.2/F4): per tensor, the public updates are
+As the reference code runs it (``projection="reference"``, Emory-AIMS/PFA@72b3f89:modules/server.py; audit point
+F4): per tensor, the public updates are
 centred by their *unweighted* mean c (no centring with a single public client), V_k are the top-k principal
 directions of the deviations u_j − c (Lanczos), and Δx̂^pri = V_k V_kᵀ(Δx̄^pri − c) + c.
 
@@ -38,7 +39,7 @@ DENSE_MAX_ENTRIES = 400_000_000
 
 class ProjectionForm(str, Enum):
     PAPER = "paper"  # Σ = Δx̄^pub Δx̄^pubᵀ, no centring (Alg. 3)
-    REFERENCE = "reference"  # centred public updates, mean added back (reference code, spec F4)
+    REFERENCE = "reference"  # centred public updates, mean added back (reference code, audit point F4)
 
     @classmethod
     def parse(cls, value: str | ProjectionForm) -> ProjectionForm:

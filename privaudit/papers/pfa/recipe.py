@@ -2,7 +2,7 @@
 
 Theorem 1: client m is (ε_m, δ)-DP if σ_m ≥ c₂·q·sqrt(T*·log(1/δ))/ε_m, "the proof follows DPSGD"; Theorem 2:
 PFA is (max ε_m, max δ_m)-DP with every client running at most T* = KT/M local steps. The reference code
-calibrates σ_m = 10·q·sqrt(T·log₁₀(1/δ))/ε_m — no accountant (spec F1) — and caps each client at T* steps by a
+calibrates σ_m = 10·q·sqrt(T·log₁₀(1/δ))/ε_m — no accountant (audit point F1) — and caps each client at T* steps by a
 pre-check the paper does not describe (F2).
 
 Readings:
@@ -11,19 +11,17 @@ Readings:
   steps) in the paper's setting, with the σ_m the reference formula gives, for the public client with the
   largest budget (Thm 2's max ε_m); every client's ε by RDP in the details.
 * ``calibration-code-defaults`` (implementation) — the reference code's defaults and its sampling: fixed-size
-  batches (``np.random.permutation(n)[:B]``), not Poisson. No accountant here gives a certified upper bound for
-  fixed-size batches under the paper's neighbours (presence or absence of a record, 004 Def. 2): RDP of sampling
-  without replacement (Wang, Balle & Kasiviswanathan 2019) is for replace-one neighbours only, so it is shown with
-  ``assumptions_hold=False``. A certified *lower* bound does transfer: a record whose clipped gradient has norm C
-  (all others' zero) lands in a fixed-size batch of B drawn from N + 1 records with probability B/(N + 1), step
-  by step independently — exactly the Poisson pair at rate B/(N + 1) — so PRV's lower end at that rate bounds
-  the code's ε from below. The Poisson accounting at q = B/N (the paper's assumption) is shown beside it, marked
-  as not what the code runs.
+  batches (``np.random.permutation(n)[:B]``), not Poisson. Under the paper's neighbours (presence or absence of a
+  record, 004 Def. 2) an added record enters a fixed-size batch w.p. B/(N + 1) and displaces another, so the batch
+  sums differ by up to 2C: the ``ctd`` accountant certifies the upper end with that pair, and a dataset that
+  attains it (x's clipped gradient C·u, every other record's −C·u) gives a certified *lower* end through PRV at
+  rate B/(N + 1) with shift 2C. The Poisson accounting at q = B/N (the paper's assumption) is shown beside it,
+  marked as not what the code runs.
 * ``participation-without-cap`` (paper) — T* = KT/M is an expectation: with uniform client sampling and no cap
   the most-sampled client runs more steps; σ here is calibrated by a real accountant (RDP) for T* steps, so
   the reading isolates F2 from F1. The reference pre-check's stop round is in the details.
 
-Budgets follow the reference ``mixgauss1``: 0.9·N(0.5, 0.01) + 0.1·N(10, 0.1) (second number a std; spec F5).
+Budgets follow the reference ``mixgauss1``: 0.9·N(0.5, 0.01) + 0.1·N(10, 0.1) (second number a std; audit point F5).
 """
 
 from __future__ import annotations
@@ -64,8 +62,9 @@ def _poisson(sigma: float, q: float, steps: int) -> Composition:
 
 
 def _fixed_size(sigma: float, q: float, steps: int) -> Composition:
+    """Fixed-size batches of q·N records drawn without replacement, under the paper's add/remove neighbours."""
     return Composition([(SubsampledGaussian(sigma, q, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT), int(steps))],
-                       Neighbouring.REPLACE_ONE)
+                       Neighbouring.ADD_REMOVE)
 
 
 def _calibration_evidence(sigma: float, q: float, size: int, batch: int, steps: int, delta: float, public: int,
@@ -86,26 +85,29 @@ def _calibration_evidence(sigma: float, q: float, size: int, batch: int, steps: 
         assumptions=(calibration, "DP-SGD with Poisson batches at rate q = B/N_m, as Theorem 1 analyses",
                      *(("not what the reference code runs: it draws fixed-size batches (spec F3)",) if code_sampling else ()),
                      iterates))
-    fixed = epsilon_of(_fixed_size(sigma, q, steps), delta, "rdp")
+    fixed = epsilon_of(_fixed_size(sigma, q, steps), delta, "ctd")
     fixed_upper = AccountingEvidence(
-        label=f"public client {public}: fixed-size batches without replacement (the code), replace-one RDP (upper)",
-        accountant="rdp", upper=fixed.epsilon, implementation=code_sampling, assumptions_hold=False,
-        assumptions=("an upper bound for replace-one neighbours (Wang, Balle & Kasiviswanathan 2019); loose at small σ",
-                     "not certified for the paper's neighbours (presence or absence of a record, 004 Def. 2): no accountant "
-                     "here bounds fixed-size batches under add/remove, so no certified upper bound exists for the code"))
+        label=f"public client {public}: fixed-size batches without replacement (the code), certified upper bound",
+        accountant="ctd", upper=fixed.epsilon, implementation=code_sampling, assumptions_hold=True,
+        assumptions=(calibration,
+                     "add/remove neighbours (004 Def. 2) with a fixed batch size B: the added record x enters a batch of "
+                     "the larger dataset w.p. γ = B/(N+1) ≤ q and then displaces another record, so the batch sums differ by "
+                     "up to 2C — per step the Poisson pair at rate γ with the noise halved relative to the shift, dominated "
+                     "at q (Balle, Barthe & Gaboardi 2018, advanced joint convexity; Zhu, Dong & Wang 2022, subsampling "
+                     "without replacement)", iterates))
     evidence = [poisson, fixed_upper]
     if code_sampling:
         q_add = batch / (size + 1)
-        pair = epsilon_of(_poisson(sigma, q_add, steps), delta, "prv")
+        pair = epsilon_of(_poisson(sigma / 2.0, q_add, steps), delta, "prv")
         evidence.insert(0, AccountingEvidence(
             label=f"public client {public} (ε_m = {budget:.4g}): fixed-size batches (the code), certified lower bound",
             accountant="prv (lower end)", upper=float("inf"), lower=pair.lower, implementation=True, assumptions_hold=True,
             assumptions=(calibration,
-                         f"a record whose clipped gradient has norm C, all others' zero, is in a batch of {batch} drawn "
-                         f"from N + 1 = {size + 1} records with probability {batch}/{size + 1}, independently at every step: "
-                         "the release is then exactly the Poisson-subsampled Gaussian pair at that rate, so PRV's lower "
-                         "end is a lower bound on the code's ε (add/remove neighbours, as 004 Def. 2)",
-                         "upper end: none certified for fixed-size batches (see the replace-one RDP line)", iterates)))
+                         f"a record x whose clipped gradient is C·u, every other record's −C·u, is in a batch of {batch} "
+                         f"drawn from N + 1 = {size + 1} records with probability {batch}/{size + 1}, independently at every "
+                         "step, and then replaces a record of gradient −C·u: the batch sums differ by exactly 2C·u, so the "
+                         "release is the Poisson-subsampled Gaussian pair at that rate with shift 2C, and PRV's lower end "
+                         "is a lower bound on the code's ε (add/remove neighbours, as 004 Def. 2)", iterates)))
     return tuple(evidence)
 
 

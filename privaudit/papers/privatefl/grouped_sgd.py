@@ -1,7 +1,7 @@
 """Non-private local SGD with a learning rate per parameter group (the reference PrivateFL client's param groups).
 
 The reference ``CDPUser`` trains the transformation with ``--flr`` and every other parameter with ``--lr``
-(spec §2.2). :class:`GroupedSGD` runs the engine's shuffled mini-batch passes (the trainer's seeded
+(BHui97/PrivateFL@39711e6:FedUser.py). :class:`GroupedSGD` runs the engine's shuffled mini-batch passes (the trainer's seeded
 ``"shuffle"`` schedule, the same batches the engine's own SGD uses) with PyTorch's SGD step per parameter,
 buf ← m·buf + g; θ ← θ − lr·scale·buf, where ``scale`` is the factor of the first name prefix in
 ``lr_scales`` that matches (1 otherwise). Clients with this solver train sequentially.

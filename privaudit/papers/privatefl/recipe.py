@@ -1,6 +1,6 @@
 """Recipes for PrivateFL's privacy claims (001, USENIX Security 2023; reference code BHui97/PrivateFL).
 
-``central_dp`` — CDP at (8, 1e-3) (spec P1, P2). The reference server clips every aggregated tensor k of an
+``central_dp`` — CDP at (8, 1e-3) (audit points P1, P2). The reference server clips every aggregated tensor k of an
 update to C_k and adds N(0, (σC_k)²) to each tensor's sum. Rescaling block k by 1/C_k shows the release is a
 Gaussian mechanism with sensitivity √L and unit noise, i.e. multiplier σ/√L (``per_tensor_effective_multiplier``);
 σ itself was calibrated (opacus ``get_noise_multiplier``) as if the whole update had one clip bound. With all
@@ -14,7 +14,7 @@ Gaussian mechanism above. Readings: one per setting of the paper (the numbers of
 facts) and the paper's Algorithm 1 (normalise each update by its own norm, noise σ·median norm), whose
 accounting has no valid upper bound because the median is unprivatised.
 
-``ldp_participation`` — LDP at (8, 1e-3) per client (spec P4): σ calibrated for E·R·sr epochs (the clients'
+``ldp_participation`` — LDP at (8, 1e-3) per client (audit point P4): σ calibrated for E·R·sr epochs (the clients'
 expected participation); the run stops after the first round in which some client's opacus ε exceeds 8.
 Readings: the reference code's run (with its stop rule), the paper's reported 150 rounds, and the older
 code's conservative calibration for E·R epochs (validity).
@@ -112,7 +112,7 @@ def central_dp(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
                                  "shifts each clipped block by its full clip norm",
                                  "upper bound not valid for the reference code: its clip norms are unprivatised medians (P2)")),
                 AccountingEvidence(
-                    label="reference code, RDP accountant (the spec's table)", accountant="rdp", upper=rdp.epsilon,
+                    label="reference code, RDP accountant (audit point P1)", accountant="rdp", upper=rdp.epsilon,
                     implementation=True, assumptions_hold=False,
                     assumptions=("an upper bound; the clip norms are unprivatised medians (P2)",)),
             )
@@ -165,7 +165,7 @@ CANARY_THREAT = ("the server (or anyone who sees the released global models): kn
                  "directions; the final model only is scored (the claim covers every round's release, a stronger view)")
 ONE_RUN_NOTE = ("one-run bounds (Steinke, Nasr & Jagielski 2023; Mahloujifar et al. 2024): every canary is an independent "
                 "fair coin in exactly one run, so the canaries of all runs pooled are one one-run experiment; at δ = 1e-3 "
-                "the one-run box bound's 2mδ term caps what any attack can certify (spec auditing.md §5.1) — see the ceilings")
+                "the one-run box bound's 2mδ term caps what any attack can certify — see the ceilings")
 
 
 def client_canary_attack(claim: Claim, trials: int) -> Reading | PendingPart:

@@ -1,20 +1,20 @@
 """Spec of ``privatefl`` (001): the personalised transformation with no DP, LDP, CDP or DDP, and its options.
 
-``privaudit train --algorithm privatefl --privacy ldp|cdp|ddp ...`` runs
-:func:`privaudit.papers.privatefl.experiment.run_train_spec` (the spec's ``runner``): the privacy mode is
-PrivateFL's own (it calibrates its noise from the run's rounds, client sampling and data), not one of the
-generic privatizers. Defaults are the paper's (001 Table 3, MNIST): one local epoch, batch 64, no momentum,
+``privaudit train --algorithm privatefl --privacy ldp|cdp|ddp ...`` builds
+:class:`privaudit.papers.privatefl.calibrated.CalibratedPrivateFL`: the privacy mode is PrivateFL's own (the spec's
+``privacy_modes``; it calibrates its noise from the run's rounds, client sampling and data when the run starts),
+not one of the generic privatizers. Defaults are the paper's (001 Table 3, MNIST): one local epoch, batch 64, no momentum,
 learning rate 1e-1 (LDP, DDP, none) or 5e-3 (CDP), (ε, δ) given by ``--epsilon``/``--delta``; the
 reference code's behaviour is a named value (``--cdp-variant reference``, ``--participation expected``).
 
-Torch-free: the runner and the builder import the training modules when called.
+Torch-free: the builder imports the training modules when called.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.registry import AlgorithmSpec
 from privaudit.fl.engine.options import Option
 
@@ -35,25 +35,31 @@ DP_ACCOUNTANT = Option("dp_accountant", str, "PrivateFL: accountant for calibrat
 LDP_SAMPLE_RATE = Option("ldp_sample_rate", float, "PrivateFL-LDP: Poisson rate q of DP-SGD (default batch size / |D_i|)")
 SIGNAL_BOUND = Option("signal_bound", float, "PrivateFL-DDP: signal bound m (standard deviations the modular range holds; default from the dimension)")
 CLIP_CAP = Option("clip_cap", float, "PrivateFL-CDP reference: cap of the per-tensor median clip norms (default 10, the reference code's)")
+CLIP_LR = Option("clip_lr", float, "PrivateFL-CDP dp-fedavg adaptive clipping: step η_C of the clip-norm update (default 0.2)")
+BIT_NOISE = Option("bit_noise", float, "PrivateFL-CDP dp-fedavg adaptive clipping: noise σ_b of the clipped-count query (default from σ)")
 
 OPTIONS = (EPSILON, DELTA, PARTICIPATION, BUDGET_POLICY, CDP_VARIANT, BITS, CLIP_NORM, NOISE_MULTIPLIER, TRANSFORM, TRANSFORM_ALPHA,
-           TRANSFORM_BETA, TRANSFORM_LR, CLIP_QUANTILE, DP_ACCOUNTANT, LDP_SAMPLE_RATE, SIGNAL_BOUND, CLIP_CAP)
+           TRANSFORM_BETA, TRANSFORM_LR, CLIP_QUANTILE, CLIP_LR, BIT_NOISE, DP_ACCOUNTANT, LDP_SAMPLE_RATE, SIGNAL_BOUND, CLIP_CAP)
+
+#: ``--privacy`` modes PrivateFL runs itself (calibrated for the claimed ε from the run).
+PRIVACY_MODES = ("none", "ldp", "cdp", "ddp")
 
 
-def _privatefl(**options: Any):
-    """The bare algorithm (no privacy, no transformation options): what ``make_algorithm("privatefl")`` gives."""
-    if options:
-        raise InvalidParameterError(
-            f"option --{sorted(options)[0].replace('_', '-')} is run by `privaudit train --algorithm privatefl` "
-            "(privaudit.papers.privatefl.algorithm.train_privatefl), not by the generic algorithm builder")
-    from privaudit.papers.privatefl.algorithm import PrivateFL
+def _privatefl(privacy: str = "none", **options: Any):
+    """PrivateFL under its privacy mode ``privacy`` with ``options`` (flag names), calibrated when the run starts."""
+    from privaudit.papers.privatefl.calibrated import CalibratedPrivateFL
 
-    return PrivateFL()
+    return CalibratedPrivateFL.from_options(privacy, options)
 
 
-def local_defaults(privacy: str) -> dict[str, Any]:
-    """001 Table 3 (MNIST): one local epoch, batch 64, no momentum, lr 1e-1 (LDP) / 5e-3 (CDP)."""
-    return {"local_epochs": 1, "batch_size": 64, "momentum": 0.0, "lr": 5e-3 if str(privacy).strip().lower() == "cdp" else 0.1}
+def train_defaults(privacy: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """001 Table 3 (MNIST): one local epoch, batch 64, no momentum, lr 1e-1 (LDP, DDP, none) / 5e-3 (CDP); the paper's
+    data (20 clients × 2 classes with shares p ~ U(0.4, 0.6)) and model (``privatefl-dnn`` under the transformation),
+    trained client by client; DP-FedAvg's accounting needs Poisson client sampling."""
+    dp_fedavg = privacy == "cdp" and str(options.get("cdp_variant", "paper")).strip().lower() == "dp-fedavg"
+    return {"local_epochs": 1, "batch_size": 64, "momentum": 0.0, "lr": 5e-3 if privacy == "cdp" else 0.1,
+            "model": "privatefl-dnn", "num_clients": 20, "partition": "classes:2:paper", "execution": "sequential",
+            "sampling": "poisson" if dp_fedavg else "fixed-size"}
 
 
 SPECS = (
@@ -62,10 +68,7 @@ SPECS = (
         "PrivateFL: personalised α⊙x+β kept on each client, under --privacy none|ldp|cdp|ddp (Yang et al. 2023)",
         OPTIONS,
         _privatefl,
+        train_defaults=train_defaults,
+        privacy_modes=PRIVACY_MODES,
     ),
 )
-
-#: ``privaudit train`` runs these algorithms with their own entry point and local-training defaults.
-RUNNERS = {"privatefl": "privaudit.papers.privatefl.experiment:run_train_spec"}
-LOCAL_DEFAULTS = {"privatefl": local_defaults}
-SUMMARY_ROWS = {"privatefl": "privaudit.papers.privatefl.experiment:summary_rows"}

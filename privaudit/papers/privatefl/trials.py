@@ -1,6 +1,6 @@
 """Trials of PrivateFL's client-level canary audit: one CDP federation per trial, with canary clients.
 
-Andrew et al. 2024 ("One-shot empirical privacy estimation for FL", §3; spec ``auditing.md`` §2.8): m canary
+Andrew et al. 2024 ("One-shot empirical privacy estimation for federated learning", ICLR 2024, §3): m canary
 clients, each a fixed random unit direction c_j over the *aggregated* parameters, each inserted as a client with
 probability ½ (:mod:`privaudit.fl.canaries.clients`). An inserted canary's update is M·c_j with M huge, so the
 server's clipping always binds; it takes part in PrivateFL-CDP's release (:class:`privaudit.fl.privacy.central_dp.CentralDP`)
@@ -105,7 +105,7 @@ def canary_client_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     final = canary_client_cosines(recorder, canaries, threat_model="final-model")
     iterates = canary_client_cosines(recorder, canaries, threat_model="all-iterates")
     inserted = canaries.inserted
-    cdp = algorithm.find("clip_history")
+    cdp = algorithm.clip_history  # the CentralDP wrapper of privacy "cdp"
     return {
         "in": final[inserted].tolist(), "out": final[~inserted].tolist(),
         "all_iterates_in": iterates[inserted].tolist(), "all_iterates_out": iterates[~inserted].tolist(),

@@ -6,17 +6,20 @@
   Upcycled-X for 160 (equal training time: the even iterations cost nothing); accuracy of the final global
   model on the pooled test set, mean ± std over training seeds (the data are generated once, seed 0).
   Learning rate 5e-3 and u = 0.7 / 0.9 for Syn(0.5,0.5) / Syn(1,1): the reference code's non-private
-  settings for these datasets (``client/avg.py`` comment, spec §1.2); FedProx μ = 0.5 (the issue's example);
+  settings for these datasets (comment in osu-srml/Upcycled-FL@4dd7400:client/avg.py); FedProx μ = 0.5 (the issue's example);
   the other algorithms' hyper-parameters are the reference code's defaults. No grid search (the paper did one).
 * :func:`private_comparison` — private FedProx (σ = 1, 80 rounds) vs private Upcycled-FedProx (σ = 0.8,
   80 iterations = 40 odd rounds), output perturbation with τ = 10 on Synthetic iid (d = 20, C = 2), all
   clients, no stragglers, lr 0.07 (the reference README's output-perturbation setting), μ = 0.1 and λ = 0.04
   (000 App. F.2: u = μ/(μ+λ)); both noise conventions (σ as printed, σ² as the reference code draws it);
   per-client ε from the ledger (RDP accountant, δ = 1e-3) beside the paper's ε̄ (the ICLR draft's Thm 5.2
-  form, which gives 003's 1.59 / 1.40, at the mean client size, spec §1.5), and loss curves.
+  form, which gives 003's 1.59 / 1.40 at the mean client size 224.2), and loss curves.
 
-``python -m privaudit.papers.upcycled.experiments table1 [--quick] [--workers 2]`` writes ``reports/upcycled-table1.md``;
-``python -m privaudit.papers.upcycled.experiments private`` writes ``reports/upcycled-private.md`` and its figure.
+``python -m privaudit.papers.upcycled.experiments table1 [--workers 2]`` trains, writes the result file
+``reports/evidence/upcycled-table1.json`` and renders ``reports/upcycled-table1.md`` from it;
+``python -m privaudit.papers.upcycled.experiments private`` likewise ``reports/evidence/upcycled-private.json`` →
+``reports/upcycled-private.md`` and its figure. The pages are drawn by :mod:`privaudit.report.evidence.upcycled`;
+``privaudit report reports/evidence/<name>.json --out reports/<name>.md`` re-renders one without training.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -160,61 +164,24 @@ def table1_requests(seeds: Sequence[int] = (0, 1, 2), rounds: int = 80, algorith
     return requests
 
 
-def _mean_std(values: Sequence[float]) -> str:
-    mean = 100 * statistics.fmean(values)
-    std = 100 * statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean:.2f} ± {std:.2f}"
-
-
-def render_table1(outcomes: Sequence[RunOutcome], seeds: Sequence[int], rounds: int) -> str:
-    by_key: dict[tuple[str, str], list[RunOutcome]] = {}
-    for outcome in outcomes:
-        by_key.setdefault((outcome.request.algorithm, outcome.request.dataset), []).append(outcome)
-    datasets = list(dict.fromkeys(o.request.dataset for o in outcomes))
-    algorithms = list(dict.fromkeys(o.request.algorithm.removeprefix("upcycled-") for o in outcomes))
-    header = "| method | " + " | ".join(f"Syn({d})" for d in datasets) + " | mean s/run |"
-    lines = [
-        "# Upcycled-FL Table 1 (shape): accuracy of X vs Upcycled-X with 90 % stragglers",
-        "",
-        f"Test accuracy (%) of the final global model on the pooled test set, mean ± std over {len(seeds)} training seeds "
-        f"({', '.join(map(str, seeds))}); X runs {rounds} iterations, Upcycled-X {2 * rounds} (equal training time). "
-        "Synthetic(α,β) with d = 20, C = 2, 30 clients, data seed 0; 30 % of the clients per round, 90 % stragglers, "
-        "E = 10, batch 32, lr 5e-3, momentum 0.5; u = " + ", ".join(f"{TABLE1_DATASETS[d]} on Syn({d})" for d in datasets)
-        + "; FedProx μ = 0.5; other hyper-parameters: the Upcycled-FL reference code's defaults. No grid search.",
-        "",
-        header,
-        "|---" * (len(datasets) + 2) + "|",
-    ]
-    personal_rows = []
-    for algorithm in algorithms:
-        for name in (algorithm, f"upcycled-{algorithm}"):
-            cells, seconds = [], []
-            label = ("Upcycled-" + DISPLAY.get(algorithm, algorithm)) if name.startswith("upcycled-") else DISPLAY.get(algorithm, algorithm)
-            for dataset in datasets:
-                runs = by_key.get((name, dataset), [])
-                cells.append(_mean_std([r.accuracy for r in runs]) if runs else "—")
-                seconds += [r.seconds for r in runs]
-                if runs and runs[0].personalised_accuracy is not None:
-                    personal_rows.append((label, dataset, _mean_std([r.personalised_accuracy for r in runs])))
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {statistics.fmean(seconds):.1f} |")
-    wins = []
-    for dataset in datasets:
-        better = sum(
-            statistics.fmean(r.accuracy for r in by_key[(f"upcycled-{a}", dataset)]) > statistics.fmean(r.accuracy for r in by_key[(a, dataset)])
-            for a in algorithms
-            if (a, dataset) in by_key and (f"upcycled-{a}", dataset) in by_key
-        )
-        wins.append(f"Syn({dataset}): Upcycled-X has the higher mean accuracy for {better} of {len(algorithms)} base algorithms")
-    lines += ["", *[f"- {w}." for w in wins]]
-    if personal_rows:
-        lines += ["", "pFedMe's personalised models (each client's own model on its own test split, pooled):", ""]
-        lines += ["| method | dataset | personalised accuracy (%) |", "|---|---|---|"]
-        lines += [f"| {n} | Syn({d}) | {v} |" for n, d, v in personal_rows]
-    lines += ["", "Regenerate: `python -m privaudit.papers.upcycled.experiments table1`."]
-    return "\n".join(lines) + "\n"
+def table1_data(outcomes: Sequence[RunOutcome], seeds: Sequence[int], rounds: int) -> dict[str, Any]:
+    """The ``upcycled-table1`` result's data: one record per run (the page computes mean ± std over seeds)."""
+    return {
+        "seeds": list(seeds),
+        "rounds": rounds,
+        "datasets": list(dict.fromkeys(o.request.dataset for o in outcomes)),
+        "upcycle": dict(TABLE1_DATASETS),
+        "algorithm_options": ALGORITHM_OPTIONS,
+        "display": DISPLAY,
+        "runs": [{"dataset": o.request.dataset, "algorithm": o.request.algorithm, "seed": o.request.seed,
+                  "rounds": o.request.rounds, "accuracy": o.accuracy, "personalised_accuracy": o.personalised_accuracy,
+                  "seconds": o.seconds} for o in outcomes],
+    }
 
 
 # -- private FedProx vs private Upcycled-FedProx ------------------------------------------------------
+#: Mean train + test size of the Upcycled-FL data files' clients (003 App. F.1: 224), where the draft's ε̄ gives 1.59 / 1.40.
+PAPER_MEAN_CLIENT_SIZE = 224.2
 PRIVATE_SETTINGS = {
     "FedProx, σ = 1": ("fedprox", 1.0),
     "Upcycled-FedProx, σ = 0.8": ("upcycled-fedprox", 0.8),
@@ -242,88 +209,60 @@ def _ledger_epsilons(ledger_dict: dict, delta: float) -> tuple[float, float, str
     return summary.max_epsilon, summary.mean_epsilon, summary.accountant
 
 
-def render_private(outcomes: Sequence[RunOutcome], delta: float, figure: Path | None) -> str:
+def private_data(outcomes: Sequence[RunOutcome], delta: float) -> dict[str, Any]:
+    """The ``upcycled-private`` result's data: per run the ledger's ε (RDP, max and mean over clients), the paper's ε̄
+    (the ICLR draft's Thm 5.2 form (000) at the mean client size, train + test), final accuracy and loss, and the
+    per-iteration (round, training loss, test accuracy) curve; the draft's ε̄ at the Upcycled-FL files' mean size."""
     from privaudit.accounting.closed_form import upcycled_output_perturbation
 
-    lines = [
-        "# Private FedProx vs private Upcycled-FedProx (output perturbation)",
-        "",
-        "Synthetic iid (d = 20, C = 2, 30 clients, data seed 0), all clients every round, no stragglers, E = 10, batch 32, "
-        "lr 0.07, momentum 0.5, μ = 0.1, Upcycled u = μ/(μ+λ) with λ = 0.04; τ = 10; 80 iterations each "
-        f"(FedProx: 80 noisy rounds; Upcycled-FedProx: 40 noisy odd rounds); run seed 0; δ = {delta:g}.",
-        "Per-client ε: the run's privacy ledger (one Gaussian event per client per noisy round, sensitivity τ/|D_i| as "
-        "Thm 6.2 assumes, |D_i| = the client's training-set size) composed by privaudit's RDP accountant; max and mean "
-        "over clients. Paper's ε̄: the ICLR draft's Thm 5.2 form (000), which reproduces 003's printed 1.59 / 1.40 at "
-        "δ = 1e-3 (003's own Thm 6.2 prints r + 2·sqrt(r·ln(1/δ)): 1.562 / 1.373), evaluated at the mean client size including test data "
-        "(spec §1.5: how 1.59 / 1.40 were obtained). Accuracy: final global model on the pooled test set.",
-        "",
-        "| run | noise std drawn | final test accuracy | final training loss | ledger ε max | ledger ε mean | paper's ε̄ (000 Thm 5.2 form, mean size) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    curves = {}
+    runs = []
+    accountant = None
     for outcome in outcomes:
         request = outcome.request
-        sigma = request.privacy["noise"]
-        convention = request.privacy["noise_std"]
-        std = sigma if convention == "sigma" else sigma**2
-        label = next(k for k, v in PRIVATE_SETTINGS.items() if v[0] == request.algorithm)
+        sigma, convention, clip = request.privacy["noise"], request.privacy["noise_std"], request.privacy["clip"]
         noisy_rounds = len({e["round"] for e in outcome.ledger["events"]})
         eps_max, eps_mean, accountant = _ledger_epsilons(outcome.ledger, delta)
         mean_size = statistics.fmean(outcome.client_totals)
-        paper = upcycled_output_perturbation(noisy_rounds, sigma, 10.0, mean_size, delta, form="draft", noise_std=convention)
+        paper = upcycled_output_perturbation(noisy_rounds, sigma, clip, mean_size, delta, form="draft", noise_std=convention)
         final = outcome.history[-1]
-        lines.append(
-            f"| {label} ({'σ' if convention == 'sigma' else 'σ²'} convention) | {std:g} | {final['test_accuracy']:.4f} | "
-            f"{final['global_train_loss']:.4f} | {eps_max:.3f} | {eps_mean:.3f} | {paper.value:.3f} |"
-        )
-        curves[f"{label}, std {std:g} ({'σ' if convention == 'sigma' else 'σ²'} convention)"] = [(m["round"], m["global_train_loss"], m["test_accuracy"]) for m in outcome.history]
-    at_paper_size = [
-        upcycled_output_perturbation(m, sigma, 10.0, 224.2, delta, form="draft", noise_std=convention).value
-        for m, sigma, convention in ((80, 1.0, "sigma"), (40, 0.8, "sigma"), (40, 0.8, "sigma-squared"))
-    ]
-    lines += [
-        "",
-        f"ε accountant: {accountant}; every event's assumptions are stored in the ledger. With σ = 1 both conventions draw "
-        "std 1, so the two FedProx rows are the same run. The generated data's clients are smaller than the Upcycled-FL "
-        "files' (mean train+test size 224.2): there the draft's formula gives "
-        f"{at_paper_size[0]:.3f} (FedProx) and {at_paper_size[1]:.3f} (Upcycled-FedProx, σ) — the paper's 1.59 / 1.40 — "
-        f"and {at_paper_size[2]:.3f} for Upcycled-FedProx with the σ² the reference code draws (spec U1).",
-        "",
-    ]
-    lines += ["Training loss of the global model on all clients' training data (the curve the reference code publishes, spec U9):", ""]
-    marks = [1, 2, 5, 10, 20, 40, 60, 80]
-    lines += ["| run | " + " | ".join(f"it. {m}" for m in marks) + " |", "|---" * (len(marks) + 1) + "|"]
-    for name, points in curves.items():
-        by_round = {r: loss for r, loss, _ in points}
-        lines.append(f"| {name} | " + " | ".join(f"{by_round[m]:.3f}" if m in by_round else "—" for m in marks) + " |")
-    if figure is not None:
-        _plot_curves(curves, figure)
-        lines += ["", f"![loss curves]({figure.name})"]
-    lines += ["", "Regenerate: `python -m privaudit.papers.upcycled.experiments private`."]
-    return "\n".join(lines) + "\n"
+        runs.append({
+            "label": next(k for k, v in PRIVATE_SETTINGS.items() if v[0] == request.algorithm),
+            "algorithm": request.algorithm, "sigma": sigma, "convention": convention,
+            "noise_std": sigma if convention == "sigma" else sigma**2, "noisy_rounds": noisy_rounds,
+            "test_accuracy": final["test_accuracy"], "train_loss": final["global_train_loss"],
+            "epsilon_max": eps_max, "epsilon_mean": eps_mean, "mean_client_size": mean_size, "paper_epsilon": paper.value,
+            "history": [[m["round"], m["global_train_loss"], m["test_accuracy"]] for m in outcome.history],
+        })
+    size = PAPER_MEAN_CLIENT_SIZE
+    at_paper_size = [upcycled_output_perturbation(m, sigma, 10.0, size, delta, form="draft", noise_std=convention).value
+                     for m, sigma, convention in ((80, 1.0, "sigma"), (40, 0.8, "sigma"), (40, 0.8, "sigma-squared"))]
+    first = outcomes[0].request
+    return {
+        "delta": delta, "tau": first.privacy["clip"], "rounds": first.rounds, "seed": first.seed, "accountant": accountant,
+        "runs": runs,
+        "paper_size_epsilon": {"size": size, "fedprox_sigma": at_paper_size[0], "upcycled_sigma": at_paper_size[1],
+                               "upcycled_sigma_squared": at_paper_size[2]},
+    }
 
 
-def _plot_curves(curves: dict[str, list[tuple[int, float, float]]], path: Path) -> None:
-    import matplotlib
+def write_evidence(kind: str, data: dict[str, Any], argv: Sequence[str], reports: Path, out: Path | None = None) -> Path:
+    """Write the result file beside the page (``<dir>/evidence/<kind>.json``), then render the page from it.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    The page is ``out``, or ``reports/<kind>.md``.
+    """
+    from privaudit.report.evidence import result_path_for, write_page
+    from privaudit.report.results import make_result, write_result
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, points in curves.items():
-        rounds = [p[0] for p in points]
-        left.plot(rounds, [p[1] for p in points], label=name)
-        right.plot(rounds, [p[2] for p in points], label=name)
-    left.set(xlabel="iteration", ylabel="global training loss", yscale="log", title="training loss")
-    right.set(xlabel="iteration", ylabel="test accuracy", title="test accuracy")
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    titles = {"upcycled-table1": "Upcycled-FL Table 1 (shape): X vs Upcycled-X with 90 % stragglers",
+              "upcycled-private": "Private FedProx vs private Upcycled-FedProx (output perturbation)"}
+    page = out or reports / f"{kind}.md"
+    command = " ".join(["python -m privaudit.papers.upcycled.experiments", *argv])
+    result = write_result(result_path_for(page), make_result(kind, titles[kind], data, {"argv": list(argv)}, command=command, seed=0))
+    return write_page(result, page).markdown
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Train → write the result file under ``reports/evidence/`` → render the page with :mod:`privaudit.report`."""
     parser = argparse.ArgumentParser(prog="python -m privaudit.papers.upcycled.experiments", description="Upcycled-FL evidence runs.")
     parser.add_argument("experiment", choices=("table1", "private"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -332,24 +271,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--algorithms", nargs="+", default=list(BASE_ALGORITHMS))
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--delta", type=float, default=1e-3)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="the page (default reports/<kind>.md); the result file goes to evidence/ beside it")
     args = parser.parse_args(argv)
     reports = Path(os.environ.get("PRIVAUDIT_REPORTS", "reports"))
     started = time.perf_counter()
     if args.experiment == "table1":
         requests = table1_requests(args.seeds, args.rounds, args.algorithms, args.datasets)
         outcomes = run_all(requests, args.workers, "Table 1 runs")
-        text = render_table1(outcomes, args.seeds, args.rounds)
-        out = args.out or reports / "upcycled-table1.md"
+        data = table1_data(outcomes, args.seeds, args.rounds)
     else:
         outcomes = run_all(private_requests(args.rounds, args.seeds[0]), args.workers, "private runs")
-        out = args.out or reports / "upcycled-private.md"
-        text = render_private(outcomes, args.delta, out.with_suffix(".png"))
-    elapsed = time.perf_counter() - started
-    text += f"\nWall time of this report: {elapsed / 60:.1f} min with {args.workers} worker process(es) on {os.cpu_count()} CPUs.\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    print(text)
+        data = private_data(outcomes, args.delta)
+    data.update({"wall_minutes": (time.perf_counter() - started) / 60, "workers": args.workers, "cpus": os.cpu_count()})
+    kind = f"upcycled-{args.experiment}"
+    page = write_evidence(kind, data, sys.argv[1:] if argv is None else list(argv), reports, args.out)
+    print(page.read_text())
 
 
 if __name__ == "__main__":

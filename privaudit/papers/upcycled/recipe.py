@@ -5,24 +5,24 @@
 rounds, τ = 10, |D| = 224.2 and δ = 1e-3 — 003 states no δ; 1e-3 is the draft's (000 Fig. 2). The two versions
 print different closed forms: 003 Thm 6.2 ε = r + 2·sqrt(r·ln(1/δ)) (1.373 / 1.562 here) and 000 Thm 5.2
 ε = 2·sqrt(r·ln(1/δ) + r) (1.402 / 1.587, the numbers 003 prints); every reading shows both, each labelled by
-the version that prints it. Readings (spec U1, U2, U5):
+the version that prints it. Readings (audit points U1, U2, U5):
 
 * ``theorem-setting`` (validity) — the proof's own mechanism, (1/|D|)·Σ η(d) + N(0, σ²I) with ‖η‖ ≤ τ, whose
   sensitivity τ/|D| holds by construction, and the record that attains it. A correct mechanism: the audit must
   not refute it, and with enough trials it has the power to refute a 2× noisier claim.
 * ``paper-sgd-domain`` / ``paper-sgd-worst-case`` (paper) — what the paper's experiments release: the clipped
   SGD-trained local model plus N(0, σ²I), with a mislabelled record from the data's own range, and with a
-  worst-case record (‖x‖ = 5000, spec U2).
-* ``reference-sigma-squared`` (implementation) — the reference code's std σ² (spec U1); the closed forms at
+  worst-case record (‖x‖ = 5000, audit point U2).
+* ``reference-sigma-squared`` (implementation) — the reference code's std σ² (audit point U1); the closed forms at
   std σ² (003: 1.74, 000: 1.75) are upper bounds and refute nothing.
-* ``reference-clock-rng`` (implementation) — σ² and the clock-seeded generator (spec U5): ≤ 1000 noise vectors,
+* ``reference-clock-rng`` (implementation) — σ² and the clock-seeded generator (audit point U5): ≤ 1000 noise vectors,
   disjoint supports, ε = ∞; the seed-recovery attack regenerates the noise and recovers the clipped model.
 
 The attack is the likelihood-ratio test of the M releases (the Neyman–Pearson test for Gaussian noise) in the
 threat model of :mod:`privaudit.papers.upcycled.trials`.
 
 ``objective_perturbation`` — Theorem 6.3 / Fig. 4: 7.25 for Upcycled-FedProx (α = 20, μ = 0.5; M = 40 chosen).
-Readings (spec U4, U6): the theorem's own setting (GLM, ‖x‖ ≤ 1, exact minimiser, the stated noise law,
+Readings (audit points U4, U6): the theorem's own setting (GLM, ‖x‖ ≤ 1, exact minimiser, the stated noise law,
 μ > 0 — its assumptions are checked on every run) and the reference settings (local SGD, a 2-output softmax
 layer with bias on raw features, Gamma(feature_len) noise in a cube; FedProx μ = 0.5 as Fig. 4 states and
 FedAvg μ = 0 as the README runs). Every reading is held to the stated 7.25. In the theorem's setting,
@@ -63,7 +63,7 @@ CHEAP_TRIAL_FACTOR = 5
 
 LR_ATTACK = "likelihood ratio of the M releases (white-box, mechanism level)"
 GDP_NOTE = ("gdp refutes the claim as Thm 6.2 makes it: a composition of Gaussian releases with sensitivity τ/|D| for every "
-            "training outcome, i.e. μ_claim-GDP, whose (ε, δ) profile is Gaussian-shaped (spec auditing.md §2.4); a μ lower "
+            "training outcome, i.e. μ_claim-GDP, whose (ε, δ) profile is Gaussian-shaped (Dong, Roth & Su 2022); a μ lower "
             "bound above μ_claim refutes that mechanism. cp bounds the (ε, δ) box directly, with no such assumption")
 LR_THREAT = ("the server: sees every release of the canary client, fixes the global model it starts from (ω̄ = 0) and "
              "knows the local training's randomness (public per-round seeds); the output noise is secret")
@@ -162,7 +162,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
     canary_worst = {"kind": "worst-case", "norm": p["worst_case_norm"], "seed": 2}
     domain_text = ("a record of norm 1 in a random direction (inside the paper's domain ‖x‖ ≤ 1), labelled with the class "
                    "ω̄ finds least likely")
-    worst_text = (f"a record of norm {p['worst_case_norm']:g} in a random direction (spec U2), labelled with the class ω̄ finds "
+    worst_text = (f"a record of norm {p['worst_case_norm']:g} in a random direction (audit point U2), labelled with the class ω̄ finds "
                   "least likely")
     sgd_text = (f"FedProx (μ = {p['prox_mu']:g}) local SGD from ω̄ = 0: {p['local_epochs']} epochs, batch {p['batch_size']}, "
                 f"lr {p['lr']:g}, momentum {p['momentum']:g}; clipped to τ = {p['clip']:g}")
@@ -209,7 +209,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
         return analyse
 
     paper_why = ("sensitivity τ/|D| is assumed, not verified: the clipped model is SGD-trained, with no per-example "
-                 "decomposition (spec U2) — the measured shifts are in the details")
+                 "decomposition (audit point U2) — the measured shifts are in the details")
     for reading_id, title, canary, text in (
         ("paper-sgd-domain", "clipped SGD model + N(0, σ²I), in-domain canary", canary_domain, domain_text),
         ("paper-sgd-worst-case", "clipped SGD model + N(0, σ²I), worst-case record", canary_worst, worst_text),
@@ -235,7 +235,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
         reading_id="reference-sigma-squared",
         title="reference code: noise std σ² (torch.normal(0, sigma**2))",
         role=Role.IMPLEMENTATION,
-        description=(f"As the reference code draws it: std σ² = {sigma_sq:g} instead of σ = {sigma:g} (spec U1); {sgd_text}; "
+        description=(f"As the reference code draws it: std σ² = {sigma_sq:g} instead of σ = {sigma:g} (audit point U1); {sgd_text}; "
                      f"canary: {domain_text}. The closed forms then give 1.74 (003) / 1.75 (000) > 1.59 — upper bounds, "
                      "which refute nothing."),
         claimed_epsilon=claim.epsilon,
@@ -265,7 +265,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
             implementation=True,
             assumptions_hold=True,
             assumptions=(
-                "noise seed = int(frac(time.time())·1000) ∈ {0..999} (spec U5), training randomness from public seeds",
+                "noise seed = int(frac(time.time())·1000) ∈ {0..999} (audit point U5), training randomness from public seeds",
                 f"for every trial's canary pair the two sets of ≤ 1000 possible releases are disjoint (smallest distance "
                 f"{min(gaps):.4g}): a set with probability 1 under D ∪ {{canary}} has probability 0 under D, so no "
                 "(ε, δ < 1) guarantee holds",
@@ -288,7 +288,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
         title="reference code: std σ² and clock-seeded noise",
         role=Role.IMPLEMENTATION,
         description=(f"The reference code's release: std σ² = {sigma_sq:g}, the generator seeded with the clock's milliseconds "
-                     f"(≤ 1000 noise vectors, spec U5); {sgd_text}; canary: {domain_text}."),
+                     f"(≤ 1000 noise vectors, audit point U5); {sgd_text}; canary: {domain_text}."),
         claimed_epsilon=claim.epsilon,
         claimed_delta=delta,
         analyse=analyse_clock,
@@ -415,7 +415,7 @@ def objective_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pend
         ("reference-fedprox", "reference settings, FedProx μ = 0.5 (Fig. 4's text)", "fedprox", p["mu"],
          "FedProx μ = 0.5 as Fig. 4 states"),
         ("reference-readme", "reference settings, FedAvg μ = 0 (the README's example)", "fedavg", 0.0,
-         "FedAvg (μ = 0) as the reference README runs objective perturbation (spec U6e)"),
+         "FedAvg (μ = 0) as the reference README runs objective perturbation (audit point U6e)"),
     ):
         def analyse_reference(results: Sequence[dict[str, Any]], mu: float = mu) -> Analysis:
             in_s, out_s = paired_scores(results)
@@ -428,7 +428,7 @@ def objective_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pend
             role=Role.IMPLEMENTATION,
             description=(f"As the reference code runs it: {text}; local SGD ({p['local_epochs']} epochs, batch {p['batch_size']}, "
                          f"lr {p['reference_lr']:g}, momentum {p['momentum']:g}), a 2-output softmax layer with bias on raw features, "
-                         "noise norm Gamma(feature_len, α) in a cube direction (spec U6a–e); canary: a record of norm "
+                         "noise norm Gamma(feature_len, α) in a cube direction (audit point U6a–e); canary: a record of norm "
                          f"{p['worst_case_norm']:g} replacing one record."),
             claimed_epsilon=claim.epsilon,
             claimed_delta=0.0,
@@ -450,7 +450,7 @@ def objective_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pend
 
 
 def _fig4_check(p: dict[str, Any], claimed: float) -> dict[str, Any]:
-    """Thm 6.3 at the mean client size for Fig. 4's two runs and μ ∈ {0.5, 1} (spec §1.5: 7.36/7.25 fit μ = 1)."""
+    """Thm 6.3 at the mean client size for Fig. 4's two runs and μ ∈ {0.5, 1} (003's 7.36/7.25 fit μ = 1, not the stated 0.5)."""
     rows = {}
     for mu in (0.5, 1.0):
         rows[f"mu={mu:g}"] = {

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-CLOCK_SEEDS = 1000  # int(frac(time.time())·1000) ∈ {0, …, 999} (spec U5)
+CLOCK_SEEDS = 1000  # int(frac(time.time())·1000) ∈ {0, …, 999} (audit point U5)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def problem_from_spec(spec: dict[str, Any]) -> AuditProblem:
 
 @lru_cache(maxsize=16)
 def _problem(data_key: str, canary_key: str, model_key: str, neighbours: str) -> AuditProblem:
-    """The client: ``client_size`` records drawn from the pooled training data (seeded); the canary: spec U2's
+    """The client: ``client_size`` records drawn from the pooled training data (seeded); the canary: audit point U2's
     worst-case record or an in-domain record (``attacks.membership``), labelled with the class the starting
     model ω̄ = 0 finds least likely."""
     from attacks.membership import in_domain_record, worst_case_record

@@ -309,8 +309,12 @@ def test_table4_joins_accuracy_and_psnr_at_matched_psnr():
         table4(accuracy, {"notes": "no runs yet"})
 
 
-def test_evidence_outputs_render_and_reload_without_training(tmp_path):
-    from privaudit.papers.fedreg.evidence import EvidenceConfig, derive_tables, load_runs, write_outputs
+def test_evidence_result_file_declares_its_inputs_and_renders_the_page(tmp_path):
+    from dataclasses import asdict
+
+    from privaudit.papers.fedreg.evidence import EvidenceConfig, derive_tables, write_evidence
+    from privaudit.report.evidence import write_page
+    from privaudit.report.results import make_result, merged_dict, read_result, write_result
 
     cfg = EvidenceConfig(rounds=3, sigmas=(0.1, 1.0), out_dir=str(tmp_path))
     runs = []
@@ -325,42 +329,35 @@ def test_evidence_outputs_render_and_reload_without_training(tmp_path):
              for s, acc, eps in ((0.1, 0.4, 900.0), (1.0, 0.2, 9.0))]
     runs.append({"partition": first, "method": "fedreg-mg", "sigma": None, "curve": [0.2, 0.3, 0.55], "final_accuracy": 0.55,
                  "epsilon": math.inf, "delta": 1e-5, "guarantee": "no DP guarantee", "seconds": 1.0, "dataset": {}})
-    evidence = {"config": {}, "runs": runs, "seconds": 12.0, **derive_tables(cfg, runs)}
+    evidence = {"config": asdict(cfg), "runs": runs, "seconds": 12.0, **derive_tables(cfg, runs)}
     ra = {r["method"]: r for r in evidence["r_a"][first]}
     assert ra["fedreg"]["R_0.5"] == 1 and ra["fedreg"]["R_1.0"] == 2 and ra["fedcurv"]["R_1.0"] is None and ra["sgd"]["R_1.0"] == 3
-    from dataclasses import asdict
-
-    evidence["config"] = asdict(cfg)
-    paths = write_outputs(evidence, cfg)
-    records = json.loads(paths["accuracy_json"].read_text())
-    assert [r["method"] for r in records] == ["fedavg", "fedavg+dp-sgd", "fedavg+dp-sgd", "fedreg", "fedreg-mg"]
-    assert records[0]["epsilon"] == "inf" and records[2]["epsilon"] == 9.0
-    report = paths["report"].read_text()
-    assert "| fedreg | 1 | 2 | 2 | 0.700 |" in report and "did not exist" in report
-    (tmp_path / "evidence" / "inversion.json").write_text(json.dumps([
+    assert [r["method"] for r in evidence["accuracy"]] == ["fedavg", "fedavg+dp-sgd", "fedavg+dp-sgd", "fedreg", "fedreg-mg"]
+    # the page joins two declared inputs; without them it is one clear error naming the file, not a dropped section
+    with pytest.raises(InvalidParameterError, match=r"declared input\(s\) missing: inversion = .*inversion\.json"):
+        write_evidence(evidence, cfg)
+    result = read_result(tmp_path / "evidence" / "fedreg.json")
+    assert result.inputs == {"inversion": "inversion.json", "claims_audit": "../claims-audit/results.json"}
+    assert result.data["accuracy"][0]["epsilon"] == math.inf and result.data["accuracy"][2]["epsilon"] == 9.0
+    inversion = {"settings": {}, "seconds": 1.0, "records": [
         {"defence": "FedReg+MG", "psnr_mean": 6.0, "dataset": "digits", "model": "convnet", "attack": "ig"},
-        {"defence": "FedAvg+DP-SGD σ=1", "sigma": 1.0, "psnr_mean": 5.0, "dataset": "digits", "model": "convnet", "attack": "ig"},
-    ]))
-    again, cfg_again = load_runs(paths["runs_json"])
-    assert cfg_again == cfg and again["accuracy"] == evidence["accuracy"]
-    write_outputs(again, cfg_again)
-    assert "Matched PSNR: FedReg+MG 6.000 dB" in paths["report"].read_text()
-    assert "audited as stated" in paths["report"].read_text() and "has not been run" in paths["report"].read_text()
-    # with a claims-audit report beside it, the PSNR claim's verdict and its facts join the Table 4 analogue
-    (tmp_path / "claims-audit").mkdir()
-    (tmp_path / "claims-audit" / "results.json").write_text(json.dumps({"results": [{"kind": "claim-audit", "data": {
+        {"defence": "FedAvg+DP-SGD σ=1", "sigma": 1.0, "psnr_mean": 5.0, "dataset": "digits", "model": "convnet", "attack": "ig"}]}
+    write_result(tmp_path / "evidence" / "inversion.json", make_result("inversion-evidence", "inversion", inversion))
+    claim = make_result("claim-audit", "psnr", {
         "claim_id": "fedreg-mg-vs-dpsgd-psnr", "verdict": "not supported", "claimed": {"epsilon": None, "delta": None},
+        "accountant": [], "lower_bounds": [], "reason": "",
         "verdict_basis": "not supported (as stated), no DP guarantee for FedReg+MG (ε = ∞) (fact)", "readings": [
             {"reading": "psnr-analytic", "role": "paper", "verdict": "not supported",
              "details": {"images": 16, "attack": "analytic", "effective_psnr_mean": {"FedReg+MG": 27.5}}},
             {"reading": "mg-no-dp-guarantee", "role": "fact", "verdict": "fact", "reason": "no DP guarantee for FedReg+MG (ε = ∞): no noise",
-             "details": {"decision": {"fact": "no DP guarantee for FedReg+MG (ε = ∞)"}}}]}}]}))
-    write_outputs(again, cfg_again)
-    report = paths["report"].read_text()
+             "details": {"decision": {"fact": "no DP guarantee for FedReg+MG (ε = ∞)"}}}]})
+    (tmp_path / "claims-audit").mkdir()
+    (tmp_path / "claims-audit" / "results.json").write_text(json.dumps(merged_dict([claim], [])))
+    report = write_page(tmp_path / "evidence" / "fedreg.json", tmp_path / "fedreg.md").markdown.read_text()
+    assert "| fedreg | 1 | 2 | 2 | 0.700 |" in report and "Matched PSNR: FedReg+MG 6.000 dB" in report
     assert "Verdict: **not supported** — not supported (as stated)" in report and "FedReg+MG 27.50" in report
     assert "* fact — no DP guarantee for FedReg+MG (ε = ∞): no noise" in report and "refuted" not in report
-    with pytest.raises(InvalidParameterError):
-        load_runs(tmp_path / "missing.json")
+    assert (tmp_path / "fedreg-convergence.png").exists() and (tmp_path / "fedreg-accuracy.png").exists()
 
 
 @pytest.mark.parametrize(("algorithm", "expected"), [("fedreg", "sequential (the local solver has no stacked form)"),

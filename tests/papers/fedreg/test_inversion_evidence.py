@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from attacks.inversion.experiment import defence_epsilon, parse_defence
 from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.papers.fedreg import inversion_evidence as evidence
+from privaudit.report.results import read_result
 
 
 def test_plan_covers_every_defence_with_both_attacks_and_the_adaptive_one():
@@ -46,10 +45,13 @@ def test_the_first_k_images_of_a_run_equal_a_run_on_k_images():
     assert long.first(1).reconstructions.equal(short.reconstructions)
 
 
-def test_main_writes_the_report_grids_and_records(tmp_path):
+def test_main_writes_the_result_file_grids_and_page(tmp_path):
     assert evidence.main(["--images", "1", "--adaptive-images", "1", "--iterations", "2", "--datasets", "digits",
                           "--out-dir", str(tmp_path), "--quiet"]) == 0
-    records = json.loads((tmp_path / "evidence" / "inversion.json").read_text())
+    result = read_result(tmp_path / "evidence" / "inversion.json")
+    assert result.kind == "inversion-evidence" and result.data["settings"]["iterations"] == 2
+    assert set(result.inputs) == {"inversion-digits", "inversion-digits-adaptive"}  # the grids, declared
+    records = result.data["records"]
     assert len(records) == 16
     informed = [r for r in records if r["labels_known"]]
     assert [r["attack"] for r in informed] == ["adaptive-mg (labels known)"] and informed[0]["label_accuracy"] == 1.0
@@ -60,4 +62,5 @@ def test_main_writes_the_report_grids_and_records(tmp_path):
     assert all(r["epsilon"] == evidence.NO_DP for r in records if r["sigma"] is None)
     report = (tmp_path / "inversion.md").read_text()
     assert "ε (δ = 1e-5)" in report and "adaptive-mg" in report and "## Reading" in report
+    assert "![inversion-digits-adaptive.png](inversion-digits-adaptive.png)" in report
     assert (tmp_path / "inversion-digits.png").exists() and (tmp_path / "inversion-digits-adaptive.png").exists()

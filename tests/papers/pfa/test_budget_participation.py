@@ -1,4 +1,4 @@
-"""PFA's budget pre-check and K-of-M sampling, simulated on a ledger without training (spec F2)."""
+"""PFA's budget pre-check and K-of-M sampling, simulated on a ledger without training (audit point F2)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_without_precheck_clients_overrun_their_expected_steps():
     calibrations, ledger, sampler = _simulate("rdp", "record", seed=0)
     steps = [recorded_steps(ledger, c) for c in range(M)]
     assert sampler.stopped is None and len(sampler.rounds) == ROUNDS
-    assert max(steps) > calibrations[0].planned_steps  # T* = KT/M is only an expectation (spec F2)
+    assert max(steps) > calibrations[0].planned_steps  # T* = KT/M is only an expectation (audit point F2)
     over = [c for c in ledger.summary(1e-5, accountant="rdp").per_client.values() if c.over_budget]
     assert over and all(recorded_steps(ledger, int(c.client_id)) > calibrations[0].planned_steps for c in over)
 

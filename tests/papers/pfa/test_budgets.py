@@ -30,7 +30,7 @@ def test_paper_table1_names_and_parameters():
     assert [(c.weight, c.mean, c.second) for c in m1] == [(0.9, 0.1, 0.01), (0.1, 10.0, 0.1)]
     m4 = DISTRIBUTIONS["mixgauss4"].components
     assert [(c.weight, c.mean, c.second) for c in m4] == [(0.5, 0.1, 0.01), (0.4, 1.0, 0.1), (0.1, 10.0, 1.0)]
-    # spec F5: the reference file "mixgauss1" is the paper's MixGauss2 (private mean 0.5), read with std
+    # audit point F5: the reference file "mixgauss1" is the paper's MixGauss2 (private mean 0.5), read with std
     ref = DISTRIBUTIONS["reference-mixgauss1"]
     assert [(c.mean, c.second) for c in ref.components] == [(0.5, 0.01), (10.0, 0.1)] and ref.second_is == "std"
     assert [(c.mean, c.second) for c in DISTRIBUTIONS["reference-mixgauss3"].components] == [(0.1, 0.01), (10.0, 0.1)]

@@ -1,4 +1,4 @@
-"""Per-client noise calibration for heterogeneous budgets: the reference closed form (spec F1) and real accountants."""
+"""Per-client noise calibration for heterogeneous budgets: the reference closed form (audit point F1) and real accountants."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from privaudit.papers.pfa.budget_calibration import (
     summarise_privacy,
 )
 
-#: The orders the spec's author used with dp-accounting 0.6 (seed_code.md, header of the spec).
+#: The RDP orders the reference values below were computed with (dp-accounting 0.6, computed independently of privaudit).
 SPEC_ORDERS = [1 + x / 10 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256, 512, 1024]
 CLAIMED = (0.1, 0.5, 1.0, 3.0, 5.0, 10.0)
-#: Spec §4.3 F1: RDP ε of the reference calibration at δ = 1e-5, T* = 8000 steps (computed by the spec's author).
+#: Audit point F1: RDP ε of the reference calibration at δ = 1e-5, T* = 8000 steps (computed independently of privaudit).
 F1_TABLE = {
     (1200, 8): ("0.013", "0.077", "0.158", "0.53", "0.94", "2.31"),
     (1200, 4): ("0.013", "0.077", "0.159", "0.55", "1.08", "5.16"),
@@ -33,7 +33,7 @@ F1_TABLE = {
 
 
 def _half_unit(printed: str) -> float:
-    """Half a unit of the last printed digit: the rounding error of the spec's value."""
+    """Half a unit of the last printed digit: the rounding error of the reference value."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
     return 0.5 * 10.0**-decimals
 
@@ -49,7 +49,7 @@ def test_reference_calibration_reproduces_spec_f1(size, batch):
     assert all(c.planned_steps == 8000 for c in calibrations)
     rows = client_privacy(calibrations, accountant=RdpAccountant(orders=SPEC_ORDERS))
     for row, printed in zip(rows, F1_TABLE[(size, batch)], strict=True):
-        tolerance = _half_unit(printed) if printed != "23.0" else 0.15  # the spec prints 22.9 as "23.0"
+        tolerance = _half_unit(printed) if printed != "23.0" else 0.15  # the reference table prints 22.9 as "23.0"
         assert abs(row.epsilon_realised - float(printed)) <= tolerance, (row.claimed_epsilon, row.epsilon_realised, printed)
     # private clients are ~8× over-noised; with the code's defaults (N = 2000, B = 4) the public ε = 10 becomes 23
     assert rows[0].ratio < 0.15

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from privaudit.papers.pfa.evidence import EvidenceRun, _plot_accuracy, _plot_uplink, render, run_all
+from privaudit.papers.pfa.evidence import EvidenceRun, evidence_data, run_all, write_evidence
+from privaudit.report.results import read_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")]
 
@@ -20,10 +21,11 @@ def test_evidence_pipeline(tmp_path):
     public = set(by[("pfa", "reference")]["plan"]["population_split"]["public"])
     private_ratios = [r["ratio"] for c, r in reference.items() if c not in public and r["realised_steps"]]
     assert private_ratios and max(private_ratios) < 0.2  # the closed form over-noises small budgets (spec F1)
-    figures = {"pfa-lr": tmp_path / "lr.png", "uplink": tmp_path / "uplink.png"}
-    _plot_accuracy(outcomes, "pfa-lr", figures["pfa-lr"])
-    _plot_uplink(outcomes, figures["uplink"])
-    text = render(outcomes, 1.0, 1, figures)
-    assert all(path.stat().st_size > 0 for path in figures.values())
-    for needle in ("| PFA+ |", "| public-only FedAvg |", "real vs reference calibration", "PFA+ reduction, private", "98.97 %"):
+    data = evidence_data(outcomes, 1.0, 1)
+    page = write_evidence(data, tmp_path, "python -m privaudit.papers.pfa.evidence --quick")
+    assert read_result(tmp_path / "evidence" / "pfa.json").kind == "pfa-evidence"
+    assert all((tmp_path / name).stat().st_size > 0 for name in ("pfa-accuracy-lr.png", "pfa-uplink.png"))
+    text = page.read_text()
+    for needle in ("| PFA+ |", "| public-only FedAvg |", "real vs reference calibration", "PFA+ reduction, private", "98.97 %",
+                   "T* = K·T/M is an expectation"):
         assert needle in text

@@ -51,7 +51,7 @@ def test_paper_subspace_is_the_normalised_weighted_public_mean():
     eps = [10.0, 9.0, 11.0]
     subspace = public_subspace(updates, eps, k=3, form="paper")
     mean = sum(e * u.double() for e, u in zip(eps, updates, strict=True)) / sum(eps)
-    assert subspace.dims == 1 and subspace.centre is None  # Σ = Δx̄ Δx̄ᵀ has rank one (spec F4)
+    assert subspace.dims == 1 and subspace.centre is None  # Σ = Δx̄ Δx̄ᵀ has rank one (audit point F4)
     direction = subspace.basis[:, 0] * torch.sign(subspace.basis[:, 0] @ mean)
     assert torch.allclose(direction, mean / mean.norm(), atol=1e-10)
     x = torch.randn(50, generator=g, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""PrivateFL: the personalised transformation kept on each client, both evaluations (spec P8), the entry point and the CLI."""
+"""PrivateFL: the personalised transformation kept on each client, both evaluations (audit point P8), the entry point and the CLI."""
 
 from __future__ import annotations
 
@@ -273,7 +273,7 @@ def test_ledger_of_a_cli_ddp_run(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_evidence_pipeline_quick(tmp_path):
-    """The evidence module end to end at 3 rounds (``--quick``): report, figure and result file."""
+    """The evidence module end to end at 3 rounds (``--quick``): result file, then the page and figure rendered from it."""
     from privaudit.papers.privatefl.evidence import main as evidence
     from privaudit.report.results import read_result
 
@@ -281,8 +281,8 @@ def test_evidence_pipeline_quick(tmp_path):
     evidence(["--quick", "--workers", "1", "--out", str(out)])
     text = out.read_text()
     assert "CDP reference ε=8" in text and "realised ε" in text and out.with_suffix(".png").exists()
-    saved = read_result(out.with_suffix(".json"))
-    assert saved.kind == "table" and len(saved.data["runs"]) == len(saved.data["rows"])
+    saved = read_result(tmp_path / "evidence" / "privatefl.json")
+    assert saved.kind == "privatefl-evidence" and all(f"| {run['label']} |" in text for run in saved.data["runs"])
 
 
 def test_ldp_applies_the_separate_transformation_learning_rate():
@@ -295,3 +295,26 @@ def test_ldp_applies_the_separate_transformation_learning_rate():
         step_plain = float(plain.personal_states[cid]["transform.beta"].norm())
         step_scaled = float(scaled.personal_states[cid]["transform.beta"].norm())
         assert step_plain > 0 and step_scaled > 4 * step_plain
+
+
+def test_cli_and_python_api_are_one_entry_point(capsys, tmp_path):
+    """``privaudit train --algorithm privatefl`` and ``train_privatefl`` build the same TrainSpec path: the same model."""
+    code, _, stderr = _cli(capsys, "train", "--algorithm", "privatefl", "--privacy", "cdp", "--cdp-variant", "dp-fedavg",
+                           "--epsilon", "8", "--clip-norm", "0.5", "--clients-per-round", "0.5", "--transform", "tanh",
+                           "--out", str(tmp_path / "cli"), *CLI_TINY)
+    assert code == 0, stderr
+    cli = TrainedFederation(tmp_path / "cli")
+    assert cli.manifest["train_spec"]["sampling"] == "poisson" and cli.manifest["train_spec"]["execution"] == "sequential"
+    assert cli.manifest["model"]["name"] is None  # tanh: no registered name describes the model
+    config = PrivateFLConfig(privacy="cdp", cdp_variant="dp-fedavg", epsilon=8.0, clip_norm=0.5, clients_per_round=0.5,
+                             transform="tanh", partition="classes:2", **{**TINY, "rounds": 1})
+    api = train_privatefl(config)
+    assert all(torch.equal(api.state[k], cli.global_state()[k]) for k in api.state)
+    assert api.ledger.to_dict() == read_ledger(tmp_path / "cli").to_dict()
+    assert cli.manifest["privatefl"]["calibration"]["noise_multiplier"] > 0
+
+
+def test_dp_fedavg_with_fixed_size_client_sampling_is_refused(capsys):
+    code, _, stderr = _cli(capsys, "train", "--algorithm", "privatefl", "--privacy", "cdp", "--cdp-variant", "dp-fedavg",
+                           "--epsilon", "8", "--sampling", "fixed-size", *[a for a in CLI_TINY if a != "--json"])
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "--sampling poisson" in stderr

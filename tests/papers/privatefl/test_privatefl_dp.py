@@ -97,7 +97,7 @@ def test_reference_release_noise_per_tensor_is_sigma_times_the_median_norm():
 
 
 def test_reference_variant_epsilon_is_what_sigma_over_root_l_gives():
-    """Claimed ε = 8 at σ calibrated for R Gaussian releases; three tensors make it ≈ 16.6 (spec P1, MNIST DNN)."""
+    """Claimed ε = 8 at σ calibrated for R Gaussian releases; three tensors make it ≈ 16.6 (audit point P1, MNIST DNN)."""
     from privaudit.accounting.calibrate import calibrate_noise
 
     sigma = calibrate_noise(lambda s: Composition.of(Gaussian(s), 150), 8.0, 1e-3, accountant="rdp").noise_multiplier
