@@ -152,7 +152,11 @@ def guard_out_dir(out_dir: str | Path | None, digest: str) -> None:
         return
     path = Path(out_dir) / DESIGN_FILE
     if path.exists():
-        recorded = json.loads(path.read_text()).get("digest")
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8")).get("digest")
+        except (ValueError, AttributeError):  # not JSON, not UTF-8, or not an object
+            raise InvalidParameterError(f"{path} is not a shadow-design record privaudit wrote; choose an empty "
+                                        "directory or remove the file") from None
         if recorded != digest:
             raise InvalidParameterError(f"{out_dir} holds shadow models of another target or design; choose an empty directory")
         return

@@ -735,7 +735,8 @@ class CtdAccountant(Accountant):
         # symmetric pairs: the half y ≥ 0 is discretised, then mirrored
         span = np.where(plan.kind == PAIR_SYMMETRISED, 2.0 * top, span)
         span = np.where(plan.kind == PAIR_REPLACE, 2.0 * _replace_loss_of_u(plan.s + z, plan.s, plan.q), span)
-        return span / h + 4.0
+        cells = span / h + 4.0
+        return np.where(np.isfinite(cells), cells, np.inf)  # an overflowed span (σ → 0) is refused by the time guard
 
     def _composed(self, composition: Composition, delta: float) -> tuple[list[_Composed], dict, list[str]]:
         limits = self.limits

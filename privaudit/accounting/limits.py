@@ -36,11 +36,11 @@ class Limits:
                 raise InvalidParameterError(f"limit {name} must be positive, got {value}")
 
     def check_memory(self, what: str, nbytes: float) -> None:
-        if nbytes > self.memory_bytes:
+        if not nbytes <= self.memory_bytes:  # NaN (an estimate that overflowed) is refused too
             raise ResourceRefusal(f"{what} would need about {_gb(nbytes)} of memory (limit {_gb(self.memory_bytes)})")
 
     def check_time(self, what: str, seconds: float) -> None:
-        if seconds > self.seconds:
+        if not seconds <= self.seconds:  # NaN (an estimate that overflowed) is refused too
             raise ResourceRefusal(f"{what} would take about {seconds:.3g} s (limit {self.seconds:g} s)")
 
 

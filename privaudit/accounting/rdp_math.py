@@ -152,7 +152,8 @@ def _fractional_grid(sigma: float, a_max: float) -> tuple[float, float, int]:
     lo = -11.0 * sigma - 1.0
     hi = a_max + 11.0 * sigma + 1.0
     h = min(sigma / 5.0, sigma * sigma / 8.0)
-    n = math.ceil((hi - lo) / h) + 1
+    cells = (hi - lo) / h if h > 0 else math.inf  # σ² underflows to 0 for σ below ~1e-154
+    n = math.ceil(cells) + 1 if cells < 200_000 else 200_001
     if n > 200_000:  # extremely small σ: cap the grid (error bound exp(−π²σ²/h) still below 1e-30)
         n = 200_000
         h = (hi - lo) / (n - 1)

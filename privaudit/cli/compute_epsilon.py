@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 
 from privaudit.cli.common import cli_errors, fail, print_json
@@ -358,7 +359,9 @@ def register(app: typer.Typer) -> None:
             given.pop(key)
         previous = set_default_limits(seconds=time_limit)
         try:
-            with accountant_options(value_discretization_interval=vdi, eps_error=eps_error):
+            # extreme inputs (σ → 0) overflow intermediate arrays on purpose: the accountants check their results
+            # (an overflowed estimate is refused, an infinite ε reported as such), so numpy's warnings are noise here
+            with accountant_options(value_discretization_interval=vdi, eps_error=eps_error), np.errstate(all="ignore"):
                 _compute_epsilon(given)
         finally:
             set_default_limits(previous.seconds, previous.memory_bytes)

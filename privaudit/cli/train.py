@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from privaudit.cli.common import cli_errors, print_json
+from privaudit.cli.common import check_out_folder, cli_errors, print_json
 from privaudit.errors import InvalidParameterError
 
 _COMMON_PANEL = "Federation"
@@ -189,6 +189,8 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError(f"train needs {', '.join(missing)} (or --list)")
         if kwargs["threads"] < 1:
             raise InvalidParameterError(f"--threads must be at least 1, got {kwargs['threads']}")
+        if kwargs["out"] is not None:  # before any data is loaded or model built
+            check_out_folder(kwargs["out"])
         import torch
 
         from privaudit.fl.algorithms.registry import algorithm_spec

@@ -278,8 +278,8 @@ BAD_OUT: list[tuple[str, tuple[str, ...], str]] = [
     ("audit-scores-out-file", ("audit", "--scores", "{scores}", "--out", "{file}"), "is a file"),
     ("report-out-file", ("report", "{ck}/training.json", "--out", "{file}"), "is a file, not a folder"),
     ("report-page-under-file", ("report", "{ck}/training.json", "--out", "{file}/page.md"), "is a file"),
-    ("train-out-file", ("train", "--algorithm", "fedavg", *TINY, "--rounds", "1", "--out", "{file}"), "not a directory"),
-    ("train-out-under-file", ("train", "--algorithm", "fedavg", *TINY, "--rounds", "1", "--out", "{file}/sub"), "cannot write"),
+    ("train-out-file", ("train", "--algorithm", "fedavg", *TINY, "--rounds", "1", "--out", "{file}"), "is a file, not a folder"),
+    ("train-out-under-file", ("train", "--algorithm", "fedavg", *TINY, "--rounds", "1", "--out", "{file}/sub"), "cannot be created"),
 ]
 
 
@@ -475,3 +475,21 @@ def test_interrupted_process_pool_stops_at_once_and_cleanly(files, tmp_path, sig
     assert "leaked semaphore" not in err and "Traceback" not in err
     assert not [pid for pid in workers if _alive(pid)], "pool workers outlived the command"
     assert len((out / "shadows" / "trials.jsonl").read_text().splitlines()) == 1  # the finished trial is kept for the re-run
+
+
+@pytest.mark.parametrize("sigma", ["1e-300", "1e-160"])
+def test_vanishing_noise_is_an_answer_not_a_crash(sigma):
+    """σ so small that σ² underflows: the accountants decline or answer ε = ∞, with no traceback and no numpy noise."""
+    code, out, err = run_cli("compute-epsilon", "--mechanism", "subsampled-gaussian", "--noise-multiplier", sigma,
+                             "--sample-rate", "0.01", "--steps", "10", "--delta", "1e-5", "--json")
+    assert code == 0 and "Traceback" not in err and "RuntimeWarning" not in err, err
+    assert json.loads(out)["epsilon"] == {"rdp": "inf"}  # an infinite upper bound, sound (ctd, prv, pld decline)
+
+
+def test_corrupted_shadow_design_record_is_one_line(tmp_path):
+    from attacks.membership.shadows import DESIGN_FILE, guard_out_dir
+    from privaudit.errors import InvalidParameterError
+
+    (tmp_path / DESIGN_FILE).write_bytes(b"\xff{not json")
+    with pytest.raises(InvalidParameterError, match="not a shadow-design record"):
+        guard_out_dir(tmp_path, "digest")

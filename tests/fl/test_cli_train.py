@@ -103,7 +103,7 @@ def test_unwritable_out_is_one_line_and_exit_2(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     code, _, stderr = _run(capsys, "train", "--algorithm", "fedavg", "--dataset", "synthetic:iid", "--rounds", "1", "--local-epochs", "1", "--out", str(blocker), *TINY)
-    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "not a directory" in stderr
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "is a file, not a folder" in stderr
 
 
 def test_one_entry_point_the_algorithm_brings_its_defaults_report_and_summary(capsys, tmp_path):

@@ -10,12 +10,12 @@ the user gives. When the claim *is* the ledger's ε, the ledger cannot also cert
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult
-from privaudit.checks import finite_non_negative
+from privaudit.checks import finite_non_negative, integer_at_least, probability_open
 from privaudit.errors import CheckpointError, InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
 from privaudit.stats.estimates import LowerBound
@@ -52,6 +52,31 @@ def run_mechanism_family(checkpoint: Path) -> tuple[MechanismFamily, str]:
     if any(not e.valid for e in events):
         return MechanismFamily.ANY, "some releases' accounting assumptions fail, so their trade-off curve is unknown"
     return family_of_mechanisms([e.mechanism for e in events])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointAuditOptions:
+    """What every checkpoint audit takes: the claim's δ (and ε, else the ledger's), α, the accountant and seeds.
+
+    Validated when built, so a bad value is refused before any training.
+    """
+
+    delta: float = 1e-5
+    significance: float = 0.05
+    claimed_epsilon: float | None = None
+    accountant: str = "auto"
+    seed: int = 0
+    power_trials: int = 200
+
+    def __post_init__(self) -> None:
+        probability_open("delta", self.delta)
+        probability_open("significance", self.significance)
+        if self.claimed_epsilon is not None:
+            finite_non_negative("the claimed ε", self.claimed_epsilon)
+        integer_at_least("power trials", self.power_trials, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -120,6 +145,14 @@ class CheckpointAuditOutcome:
     details: dict[str, Any]
     notes: list[str]
     seconds: float
+
+    @property
+    def claimed_epsilon(self) -> float:
+        return self.claim.epsilon
+
+    @property
+    def delta(self) -> float:
+        return self.claim.delta
 
     def data(self) -> dict[str, Any]:
         return {

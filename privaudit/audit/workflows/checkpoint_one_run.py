@@ -21,19 +21,19 @@ black-box final-model attack is far from tight for DP training (Jagielski, Ullma
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from privaudit.audit.verdict import decide
 from privaudit.audit.workflows.checkpoint_claim import (
+    CheckpointAuditOptions,
     CheckpointAuditOutcome,
     CheckpointClaim,
     checkpoint_claim,
     run_mechanism_family,
     training_recipe,
 )
-from privaudit.checks import finite_non_negative, integer_at_least, probability_open
+from privaudit.checks import integer_at_least
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.estimators import estimate
@@ -43,43 +43,22 @@ RESULT_FILE = "one-run.json"
 
 
 @dataclass(frozen=True)
-class OneRunOptions:
-    """How a one-run checkpoint audit is run, validated when built (before any training)."""
+class OneRunOptions(CheckpointAuditOptions):
+    """How a one-run checkpoint audit is run: m input canaries of ``canary_kind``, scored with ``signal``."""
 
     canaries: int
-    delta: float = 1e-5
-    significance: float = 0.05
-    claimed_epsilon: float | None = None
-    accountant: str = "auto"
     canary_kind: str = "mislabelled"
     signal: str = "loss"
-    seed: int = 0
-    power_trials: int = 200
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         integer_at_least("the number of one-run canaries", self.canaries, 2)
-        probability_open("delta", self.delta)
-        probability_open("significance", self.significance)
-        if self.claimed_epsilon is not None:
-            finite_non_negative("the claimed ε", self.claimed_epsilon)
-        integer_at_least("power trials", self.power_trials, 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
 class OneRunAudit(CheckpointAuditOutcome):
     canaries: int = 0
     inserted: int = 0
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return self.claim.epsilon
-
-    @property
-    def delta(self) -> float:
-        return self.claim.delta
 
 
 def _one_run_scores(spec, options: OneRunOptions, progress: bool):

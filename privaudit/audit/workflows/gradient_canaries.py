@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,13 @@ import numpy as np
 
 from privaudit.audit.verdict import decide
 from privaudit.audit.workflows.checkpoint_claim import (
+    CheckpointAuditOptions,
     CheckpointAuditOutcome,
     CheckpointClaim,
     checkpoint_claim,
     training_recipe,
 )
-from privaudit.checks import finite_non_negative, finite_positive, integer_at_least, probability_open
+from privaudit.checks import finite_positive, integer_at_least
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.gdp import mu_to_epsilon
@@ -194,39 +195,26 @@ def composition_validity(privacy: dict[str, Any] | None, view: str, clients_per_
 # the audit: options → target (what the checkpoint gives) → observations (one re-training) → bounds → result
 # ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GradientCanaryOptions:
-    """How a gradient-canary audit is run, validated when built (before any training).
+class GradientCanaryOptions(CheckpointAuditOptions):
+    """How a gradient-canary audit is run: K canaries carried by ``client``.
 
     ``view``: ``client`` observes the canary client's release each round, ``aggregate`` only the global model.
     ``magnitude`` defaults to the ledger's L2 sensitivity for ``client``.
     """
 
     canaries: int
-    delta: float = 1e-5
-    significance: float = 0.05
-    claimed_epsilon: float | None = None
-    accountant: str = "auto"
     view: str = "client"
     magnitude: float | None = None
     client: int = 0
-    seed: int = 0
-    power_trials: int = 200
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         integer_at_least("the number of gradient canaries", self.canaries, 2)
-        probability_open("delta", self.delta)
-        probability_open("significance", self.significance)
         if self.view not in VIEWS:
             raise InvalidParameterError(f"unknown canary view {self.view!r}; use client or aggregate")
         if self.magnitude is not None:
             finite_positive("the canary magnitude", self.magnitude)
-        if self.claimed_epsilon is not None:
-            finite_non_negative("the claimed ε", self.claimed_epsilon)
         integer_at_least("the canary client", self.client, 0)
-        integer_at_least("power trials", self.power_trials, 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -235,14 +223,6 @@ class GradientCanaryAudit(CheckpointAuditOutcome):
     view: str = "client"
     magnitude: float = 0.0
     composition: CompositionValidity | None = None
-
-    @property
-    def claimed_epsilon(self) -> float:
-        return self.claim.epsilon
-
-    @property
-    def delta(self) -> float:
-        return self.claim.delta
 
     def bound(self, estimator: str) -> LowerBound:
         return next(b for b in self.bounds if b.estimator == estimator)
