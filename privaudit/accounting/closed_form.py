@@ -123,10 +123,10 @@ def upcycled_output_perturbation(
             "paper": "sensitivity Δ = τ/|D|: the clipped model is an average of per-example terms each bounded by τ "
                      "(the paper's proof, add-one neighbours)",
             "replace-one": "sensitivity Δ = 2τ/|D|: replace-one neighbours (the paper's definition) with the proof's averaging",
-            "clipped-model": "sensitivity Δ = 2τ: the clipped SGD-trained model has no per-example decomposition (spec U2)",
+            "clipped-model": "sensitivity Δ = 2τ: the clipped SGD-trained model has no per-example decomposition (audit point U2)",
         }[sensitivity],
         f"|D| = {size:g} is the size of ONE client's dataset: per-client DP is the max over clients, not ε at the mean size",
-        "noise drawn from a proper random generator (the reference code's clock-seeded generator makes ε = ∞, spec U5)",
+        "noise drawn from a proper random generator (the reference code's clock-seeded generator makes ε = ∞, audit point U5)",
     ]
     failed = []
     if delta * size > 0.01:
@@ -186,7 +186,7 @@ def upcycled_objective_perturbation(
             failed.append(f"u₂ ≤ 0.5·|D|·μ fails: u₂ = {u2:g} > {0.5 * size * mu:g}")
     value = n_terms * per_round
     assumptions = (
-        "GLM loss F̂(ωᵀx, y) with ‖∇F̂‖ < u₁ and |F̂''| ≤ u₂ (not checkable here; the reference models are not GLMs, spec U6d)",
+        "GLM loss F̂(ωᵀx, y) with ‖∇F̂‖ < u₁ and |F̂''| ≤ u₂ (not checkable here; the reference models are not GLMs, audit point U6d)",
         "‖x‖ ≤ 1 for every record (the reference data has ‖x‖ up to 10.3)",
         "the exact minimiser of the perturbed objective is released (the reference code runs a fixed number of SGD epochs)",
         "noise density ∝ exp(−α‖n‖) in d = #parameters dimensions (the reference code draws Gamma(feature_len) norms in a cube)",
@@ -236,8 +236,8 @@ def pfa_reference(sample_rate: float, steps: int, delta: float, epsilon: float) 
         source="PFA (004) Theorem 1 as implemented by Emory-AIMS/PFA",
         assumptions=(
             f"noise multiplier σ = {sigma:.6g} from the reference formula for the claimed ε",
-            "T = the client's planned local steps (T* = K·T/M is an expectation, spec F2)",
-            "Poisson sampling at rate q (the code draws fixed-size batches without replacement, spec F3)",
+            "T = the client's planned local steps (T* = K·T/M is an expectation, audit point F2)",
+            "Poisson sampling at rate q (the code draws fixed-size batches without replacement, audit point F3)",
         ),
         failed_assumptions=("the formula is not derived from an accountant: its constants (10, log₁₀) match no theorem",),
         composition=Composition.of(SubsampledGaussian(sigma, sample_rate), int(steps)),
@@ -280,8 +280,8 @@ def per_tensor_effective_multiplier(noise_multiplier: float, num_tensors: int) -
         name="per-tensor-clipping",
         value=sigma / math.sqrt(num_tensors),
         formula="z_eff = σ/√L",
-        source="PrivateFL reference code (FedServer.agg_updates), spec P1",
+        source="PrivateFL reference code (FedServer.agg_updates), audit point P1",
         assumptions=(f"L = {int(num_tensors)} separately clipped tensors, each with its own noise σ·C_k",
-                     "the clip norms C_k do not depend on the data (the reference code uses unprivatised medians, spec P2)"),
+                     "the clip norms C_k do not depend on the data (the reference code uses unprivatised medians, audit point P2)"),
         details={"num_tensors": int(num_tensors)},
     )

@@ -43,6 +43,7 @@ from privaudit.fl.engine.params import State, model_state
 from privaudit.fl.engine.sampling import local_epochs, sample_clients
 from privaudit.fl.engine.seeding import SEED_SCHEME, SeedTree, seeded_torch_global
 from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+from privaudit.progress import progress_bar
 
 
 @dataclass(frozen=True)
@@ -122,49 +123,12 @@ def _weighted_loss(results: Sequence[ClientResult]) -> float | None:
     return sum(r.train_loss * r.num_examples for r in results) / total
 
 
-class _Progress:
-    """A rich progress bar over rounds (or nothing)."""
-
-    def __init__(self, enabled: bool, total: int, label: str) -> None:
-        self.bar = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.bar = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[status]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self.task = self.bar.add_task(label, total=total, status="")
-
-    def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.__enter__()
-        return self
-
-    def advance(self, metrics: RoundMetrics) -> None:
-        if self.bar is None:
-            return
-        status = "" if metrics.test_accuracy is None else f"acc {metrics.test_accuracy:.3f}"
-        if metrics.train_loss is not None:
-            status += f" loss {metrics.train_loss:.3f}"
-        self.bar.update(self.task, advance=1, status=status)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+def _round_status(metrics: RoundMetrics) -> str:
+    """The short text after the round counter: test accuracy and training loss when evaluated."""
+    status = "" if metrics.test_accuracy is None else f"acc {metrics.test_accuracy:.3f}"
+    if metrics.train_loss is not None:
+        status += f" loss {metrics.train_loss:.3f}"
+    return status
 
 
 def run_federation(
@@ -223,7 +187,7 @@ def run_federation(
 
     history: list[RoundMetrics] = []
     training_round = 0
-    with _Progress(progress, config.rounds, algorithm.name) as bar:
+    with progress_bar(algorithm.name, config.rounds, enabled=progress) as bar:
         for round_ in range(1, config.rounds + 1):
             round_started = time.perf_counter()
             trains = algorithm.trains_clients(round_)
@@ -259,7 +223,7 @@ def run_federation(
             history.append(metrics)
             for observer in observers:
                 observer.on_round_end(round_, state, results, metrics)
-            bar.advance(metrics)
+            bar.advance(status=_round_status(metrics))
 
     result = FederationResult(
         state=state,

@@ -309,7 +309,7 @@ class CentralDP(ServerReleaseWrapper):
         cfg = self.config
         if cfg.client_rate < 1 and cfg.client_sampling != "poisson":
             return [f"clients are sampled as a fixed-size set of ⌊sr·N⌋ without replacement, but the event assumes Poisson "
-                    f"sampling at rate {cfg.client_rate:g} (spec P3)"]
+                    f"sampling at rate {cfg.client_rate:g} (audit point P3)"]
         return []
 
     def _fedavg_assumptions(self, clip: float) -> tuple[str, ...]:
@@ -324,7 +324,7 @@ class CentralDP(ServerReleaseWrapper):
     def _paper_event(self, round: int, zeta: float) -> PrivacyEvent:
         sigma = self.config.noise_multiplier
         z = sigma * zeta if zeta > 0 else sigma
-        failures = [f"the noise std σζ uses ζ = {zeta:.4g}, the unprivatised median of the clients' update norms (spec P2)"]
+        failures = [f"the noise std σζ uses ζ = {zeta:.4g}, the unprivatised median of the clients' update norms (audit point P2)"]
         if zeta < 1:
             failures.append(f"ζ < 1: the normalised updates have sensitivity 1 but the noise is σζ = {z:.4g} < σ = {sigma:g}")
         failures.extend(self._sampling_check())
@@ -339,11 +339,11 @@ class CentralDP(ServerReleaseWrapper):
         tensors = len(clips)
         z = sigma / math.sqrt(tensors)
         failures = [f"the per-tensor clip norms ζ_t = min(median_k ‖Δ_{{k,t}}‖, {self.config.clip_cap:g}) are unprivatised functions "
-                    "of the clients' updates and also set the noise std (spec P2)", *self._sampling_check()]
+                    "of the clients' updates and also set the noise std (audit point P2)", *self._sampling_check()]
         return self._event(
             round, self._sampled(z),
             (f"PrivateFL reference code: {tensors} tensors each clipped to its own ζ_t and noised N(0, (σζ_t)²) with σ = {sigma:g}: "
-             f"a Gaussian mechanism with multiplier σ/√L = {z:.6g} if the ζ_t were data-independent (spec P1); "
+             f"a Gaussian mechanism with multiplier σ/√L = {z:.6g} if the ζ_t were data-independent (audit point P1); "
              f"the paper's ε assumes multiplier σ",),
             failures)
 

@@ -77,8 +77,8 @@ class ObjectiveSolver(str, Enum):
 def _clock_note(rng: NoiseRng) -> tuple[str, str | None]:
     if rng is NoiseRng.CLOCK_MS:
         return (
-            "noise seeded from the clock's milliseconds: at most 1000 distinct noise draws (spec U5)",
-            "clock-seeded noise is one of ≤ 1000 enumerable draws, so the release is not differentially private (spec U5)",
+            "noise seeded from the clock's milliseconds: at most 1000 distinct noise draws (audit point U5)",
+            "clock-seeded noise is one of ≤ 1000 enumerable draws, so the release is not differentially private (audit point U5)",
         )
     return "noise from the run's seeded generator", None
 
@@ -150,7 +150,7 @@ class OutputPerturbation(AlgorithmWrapper):
             sensitivity = cfg.clip / size
             assumptions.append(
                 f"sensitivity τ/|D_i| = {cfg.clip:g}/{size} per Upcycled-FL Thm 6.2 (000 Thm 5.2): the clipped model is treated "
-                "as an average of per-example terms bounded by τ, add-one neighbours (unverified for SGD-trained models, spec U2)"
+                "as an average of per-example terms bounded by τ, add-one neighbours (unverified for SGD-trained models, audit point U2)"
             )
         else:
             sensitivity = 2 * cfg.clip
@@ -158,7 +158,7 @@ class OutputPerturbation(AlgorithmWrapper):
         if cfg.noise_std is NoiseStd.SIGMA:
             assumptions.append(f"noise std σ = {cfg.sigma:g} as the paper states")
         else:
-            assumptions.append(f"noise std σ² = {cfg.std:g} (σ = {cfg.sigma:g}) as the reference code draws it (spec U1)")
+            assumptions.append(f"noise std σ² = {cfg.std:g} (σ = {cfg.sigma:g}) as the reference code draws it (audit point U1)")
         rng_assumption, rng_failure = _clock_note(cfg.rng)
         assumptions.append(rng_assumption)
         failures = [rng_failure] if rng_failure else []
@@ -284,12 +284,12 @@ class ObjectivePerturbation(AlgorithmWrapper):
         if cfg.noise_law is ObjectiveNoiseLaw.PAPER:
             checks.append((True, f"noise density ∝ exp(−α‖n‖) in d = {dimension} dimensions: Gamma(d, α) norm, uniform direction"))
         else:
-            checks.append((False, "noise as the reference code draws it: Gamma(feature_len, α) norm and a cube direction, not the density ∝ exp(−α‖n‖) (spec U6a/b)"))
+            checks.append((False, "noise as the reference code draws it: Gamma(feature_len, α) norm and a cube direction, not the density ∝ exp(−α‖n‖) (audit point U6a/b)"))
         if cfg.solver is ObjectiveSolver.EXACT:
             reached = float(info.get("grad_norm", math.inf))
             checks.append((reached <= cfg.grad_tol, f"exact minimiser: L-BFGS gradient norm {reached:.3g} ≤ tolerance {cfg.grad_tol:g}"))
         else:
-            checks.append((False, "exact minimiser of the perturbed objective (local SGD returns an approximate one, spec U6c)"))
+            checks.append((False, "exact minimiser of the perturbed objective (local SGD returns an approximate one, audit point U6c)"))
         rng_assumption, rng_failure = _clock_note(cfg.rng)
         checks.append((rng_failure is None, rng_assumption))
         if unprivatised:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
+from privaudit.progress import progress_bar
 from privaudit.report.evidence.fedreg import DP_METHOD, table4
 
 __all__ = ["DP_METHOD", "EvidenceConfig", "derive_tables", "r_a", "run_evidence", "table4", "write_evidence"]
@@ -151,19 +152,15 @@ def run_evidence(cfg: EvidenceConfig, *, progress: bool = True) -> dict[str, Any
     datasets = {}
     runs: list[dict[str, Any]] = []
     started = time.perf_counter()
-    bar = _progress_bar(progress)
-    total = bar.add_task("FedReg evidence", total=len(plan) * cfg.rounds, status="") if bar else None
-
     class Ticker(RoundObserver):
         def __init__(self, label: str) -> None:
             self.label = label
 
         def on_round_end(self, round, state, results, metrics) -> None:
-            if bar is not None:
-                acc = "" if metrics.test_accuracy is None else f"acc {metrics.test_accuracy:.3f}"
-                bar.update(total, advance=1, status=f"{self.label} r{round} {acc}")
+            acc = "" if metrics.test_accuracy is None else f"acc {metrics.test_accuracy:.3f}"
+            bar.advance(status=f"{self.label} r{round} {acc}")
 
-    with bar if bar is not None else _Null():
+    with progress_bar("FedReg evidence", len(plan) * cfg.rounds, enabled=progress) as bar:
         for index, method, sigma in plan:
             label, partition, mu, gamma = cfg.partitions[index]
             if partition not in datasets:
@@ -189,31 +186,6 @@ def run_evidence(cfg: EvidenceConfig, *, progress: bool = True) -> dict[str, Any
             })
     wall = time.perf_counter() - started
     return {"config": asdict(cfg), "runs": runs, "seconds": wall, **derive_tables(cfg, runs)}
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _progress_bar(enabled: bool):
-    if not enabled:
-        return None
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True))
 
 
 def derive_tables(cfg: EvidenceConfig, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

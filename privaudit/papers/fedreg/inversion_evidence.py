@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privaudit.progress import progress_bar
+
 DELTA = 1e-5
 SIGMAS = (1e-3, 1e-2, 1e-1, 1.0)
 DATASETS = {"lfw": "LFW subset (25×25 grey)", "images": "skimage samples (32×32 RGB)", "digits": "sklearn digits (8×8)"}
@@ -227,20 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--images, --iterations and --threads must be at least 1, --adaptive-images at least 0")
 
     import torch
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     torch.set_num_threads(args.threads)
     cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images))
     start = time.perf_counter()
     outcomes = []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=args.quiet) as bar:
-        overall = bar.add_task("inversion evidence", total=sum(c.images for c in cells))
+    done = 0
+    with progress_bar("inversion evidence", sum(c.images for c in cells), enabled=not args.quiet) as bar:
         for cell in cells:
-            done = bar.tasks[overall].completed
-            bar.update(overall, description=f"{cell.dataset}: {cell.attack_label} vs {cell.defence.label}")
-            outcomes.append(run_cell(cell, args.iterations, args.seed,
-                                     lambda k, done=done: bar.update(overall, completed=done + k)))
+            bar.describe(f"{cell.dataset}: {cell.attack_label} vs {cell.defence.label}")
+            outcomes.append(run_cell(cell, args.iterations, args.seed, lambda k, done=done: bar.set(done + k)))
+            done += cell.images
     seconds = time.perf_counter() - start
     args.out_dir.mkdir(parents=True, exist_ok=True)
     page = write_evidence(outcomes, args, seconds, args.out_dir)

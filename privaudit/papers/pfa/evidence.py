@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from privaudit.progress import progress_bar
+
 REPORTS = Path("reports")
 METHODS = ("np-fedavg", "maximum", "pfa", "pfa-plus", "weiavg", "public-only", "fedavg-hdp", "minimum")
 DISPLAY = {
@@ -124,33 +126,20 @@ def _cost(run: EvidenceRun) -> float:
 
 def run_all(runs: Sequence[EvidenceRun], workers: int) -> list[dict[str, Any]]:
     """Every run (costly ones first, in ``workers`` processes) with a progress bar; results in ``runs`` order."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     order = sorted(range(len(runs)), key=lambda i: -_cost(runs[i]))
     results: dict[int, dict[str, Any]] = {}
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
-        task = progress.add_task("PFA evidence", total=len(runs), last="")
+    with progress_bar("PFA evidence", len(runs)) as bar:
         if workers <= 1:
             for i in order:
                 results[i] = run_one(runs[i])
-                progress.update(task, advance=1, last=_label(runs[i]))
+                bar.advance(status=_label(runs[i]))
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 futures = {pool.submit(run_one, runs[i]): i for i in order}
                 for future in as_completed(futures):
                     i = futures[future]
                     results[i] = future.result()
-                    progress.update(task, advance=1, last=_label(runs[i]))
+                    bar.advance(status=_label(runs[i]))
     return [results[i] for i in range(len(runs))]
 
 

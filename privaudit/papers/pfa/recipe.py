@@ -83,7 +83,7 @@ def _calibration_evidence(sigma: float, q: float, size: int, batch: int, steps: 
         accountant="prv", upper=prv.epsilon, lower=prv.lower, implementation=not code_sampling,
         assumptions_hold=not code_sampling,
         assumptions=(calibration, "DP-SGD with Poisson batches at rate q = B/N_m, as Theorem 1 analyses",
-                     *(("not what the reference code runs: it draws fixed-size batches (spec F3)",) if code_sampling else ()),
+                     *(("not what the reference code runs: it draws fixed-size batches (audit point F3)",) if code_sampling else ()),
                      iterates))
     fixed = epsilon_of(_fixed_size(sigma, q, steps), delta, "ctd")
     fixed_upper = AccountingEvidence(

@@ -77,7 +77,7 @@ _SUMMARIES = {
     "pfa-plus": ("PFA+: private clients upload k numbers per tensor against the previous round's subspace (Alg. 4/5)", PRIVATE + PROJECTING),
     "weiavg": ("WeiAvg: ε-weighted average of heterogeneously private updates (PFA Alg. 1)", PRIVATE),
     "fedavg-hdp": ("FedAvg of local DP-SGD updates with heterogeneous per-client budgets (PFA baseline)", PRIVATE),
-    "public-only": ("FedAvg over the public clients of each sample only; private clients never train (audit baseline, spec F4)", PRIVATE),
+    "public-only": ("FedAvg over the public clients of each sample only; private clients never train (audit baseline, audit point F4)", PRIVATE),
     "minimum": ("FedAvg with every client at min ε_m (PFA baseline 'Minimum')", PRIVATE),
     "maximum": ("FedAvg with every client at max ε_m (PFA baseline 'Maximum'; exceeds the private clients' budgets)", PRIVATE),
     "np-fedavg": ("non-private FedAvg with τ local SGD steps (PFA baseline 'NP-FedAvg')", ()),

@@ -217,7 +217,7 @@ def client_canary_attack(claim: Claim, trials: int) -> Reading | PendingPart:
         reading_id="client-canary-attack",
         title="client-level canary clients in trained PrivateFL-CDP runs (reference per-tensor clipping)",
         role=Role.IMPLEMENTATION,
-        description=(f"{text}. The reference server (FedServer.agg_updates, spec P1–P2): per-tensor clip at the "
+        description=(f"{text}. The reference server (FedServer.agg_updates, audit point P1–P2): per-tensor clip at the "
                      "unprivatised median norm, N(0, (σζ_t)²) per tensor; σ from opacus for the claimed (ε, δ) over the "
                      "run's rounds. Score: cosine of each canary direction with the final model's delta."),
         claimed_epsilon=eps,

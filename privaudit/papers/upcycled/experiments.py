@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privaudit.progress import progress_bar
+
 BASE_ALGORITHMS = ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "pfedme", "fedyogi")
 TABLE1_DATASETS = {"0.5,0.5": 0.7, "1,1": 0.9}  # Synthetic(α,β) → Upcycled coefficient u (reference settings)
 ALGORITHM_OPTIONS = {"fedprox": {"mu": 0.5}}
@@ -123,30 +125,18 @@ def run_one(request: RunRequest) -> RunOutcome:
 
 def run_all(requests: Sequence[RunRequest], workers: int, label: str) -> list[RunOutcome]:
     """Run every request (in ``workers`` processes) with a progress bar; results in request order."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
-        task = progress.add_task(label, total=len(requests))
+    with progress_bar(label, len(requests)) as bar:
         if workers <= 1:
             outcomes = []
             for request in requests:
                 outcomes.append(run_one(request))
-                progress.advance(task)
+                bar.advance()
             return outcomes
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(run_one, r) for r in requests]
             for future in futures:
                 future.result()
-                progress.advance(task)
+                bar.advance()
             return [f.result() for f in futures]
 
 

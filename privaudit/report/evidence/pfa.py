@@ -78,7 +78,7 @@ def page(result: Result) -> Page:
         ], marker="*"),
         Heading(2, "Test accuracy"),
         Paragraph("Mean test accuracy of the last 3 rounds (the paper averages the last 10 of 100). `stop` is the round from which no "
-                  "client trained: the budget pre-check left fewer than K candidates (T* = K·T/M is an expectation, spec F2)."),
+                  "client trained: the budget pre-check left fewer than K candidates (T* = K·T/M is an expectation, audit point F2)."),
         Table(header, rows),
     ]
     for model in dict.fromkeys(k[0] for k in configs):
@@ -96,7 +96,7 @@ def page(result: Result) -> Page:
         Heading(2, "ε each client really spent: real vs reference calibration"),
         Paragraph("Per-client ε by the RDP accountant (δ = 1e-5) of the DP-SGD steps recorded in each run's ledger, against each "
                   "client's own budget ε_m. *Real*: σ_m calibrated by RDP (this toolkit's default). *Reference*: the reference code's "
-                  "σ = 10·q·sqrt(T·log₁₀(1/δ))/ε (spec F1) with its own budget accountant (the same formula inverted) as the pre-check."),
+                  "σ = 10·q·sqrt(T·log₁₀(1/δ))/ε (audit point F1) with its own budget accountant (the same formula inverted) as the pre-check."),
         Table(["configuration", "method", "calibration", "max ε", "mean ε", "private: mean real/claimed",
                "public: mean real/claimed", "over budget", "max realised steps / T*_m"],
               [[_title(s, _key(p)), display[p["algorithm"]], p["calibration"], f"{p['max_epsilon']:.3g}", f"{p['mean_epsilon']:.3g}",
@@ -107,7 +107,7 @@ def page(result: Result) -> Page:
               [[_title(s, _key(a)), display[a["algorithm"]], f"{final(_key(a), a['algorithm']):.3f}", f"{a['final']:.3f}"]
                for a in data["accuracy"] if a["calibration"] == "reference" and final(_key(a), a["algorithm"]) is not None]),
         *_claim_blocks(data["claim_table"]),
-        Heading(2, "T* = K·T/M is an expectation (spec F2)"),
+        Heading(2, "T* = K·T/M is an expectation (audit point F2)"),
         Paragraph("Participation of uniform K-of-M sampling simulated exactly on the ledger (privacy depends on participation only; "
                   "logistic-regression plan, MixGauss1, σ_m by RDP for ⌊K·R/M⌋ rounds). *exclude*: the paper's pre-check (training "
                   "stops when fewer than K clients pass it); *record*: no pre-check, every client stays a candidate."),

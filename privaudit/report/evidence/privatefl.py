@@ -78,7 +78,7 @@ def page(result: Result) -> Page:
         Paragraph(
             "Columns: *personalised* = Σ correct / Σ count over all clients' own 2-class test splits, each with its own transformation "
             "(what the paper and its code report); *global* = the final global model without any personal layer on the pooled test set "
-            "(spec P8), plain and class-balanced. Realised ε = the run's privacy ledger (RDP accountant, max over clients, or the "
+            "(audit point P8), plain and class-balanced. Realised ε = the run's privacy ledger (RDP accountant, max over clients, or the "
             "server for CDP/DDP); *valid = no* means the ledger records that the accounting's assumptions fail (unprivatised, "
             "data-dependent clip norms). Final-round accuracies (no best-round selection on test data)."),
         Heading(2, "No DP"), _table(groups["none"]),
@@ -98,7 +98,7 @@ def page(result: Result) -> Page:
     participation = [o for o in outcomes if o["group"] == "ldp-participation"]
     if participation:
         blocks += [
-            Heading(2, "LDP participation policies (spec P4): 30 % of the clients per round"),
+            Heading(2, "LDP participation policies (audit point P4): 30 % of the clients per round"),
             Paragraph("σ_i calibrated for `every-round` participation (R rounds) or `expected` participation (E·R·sr epochs, the newest "
                       "reference code); a client whose next round would exceed ε is excluded, the run stops, or the overrun is recorded "
                       "(the reference code trains on and breaks after the first over-budget round)."),
@@ -176,14 +176,14 @@ def _findings(outcomes: Sequence[dict[str, Any]], epsilons: Sequence[float]) -> 
     lr = by.get(f"PrivateFL, CDP reference, lr 0.05, ε={max(epsilons):g}")
     if lr:
         ev = lr["evaluation"]
-        items.append(f"The personalised evaluation can be far from the global model's accuracy (spec P8): PrivateFL-CDP (reference, "
+        items.append(f"The personalised evaluation can be far from the global model's accuracy (audit point P8): PrivateFL-CDP (reference, "
                      f"lr 0.05, ε = {max(epsilons):g}) reaches {ev['personalised_accuracy']:.3f} on the clients' own 2-class splits with "
                      f"their own transformations while its global model reaches {ev['global_balanced_accuracy']:.3f} (balanced), "
                      "consistent with the per-pixel β encoding each client's two-class bias.")
     ref = [by.get(f"PrivateFL, CDP reference ε={e:g}") for e in epsilons]
     if all(ref):
         items.append("CDP reference: claimed ε " + ", ".join(f"{e:g} → ledger {o['ledger']['max_epsilon']:.2f}" for e, o in zip(epsilons, ref, strict=True))
-                     + " (σ/√L with L = 3 aggregated tensors, spec P1), and not valid at all: the clip norms are unprivatised medians (P2).")
+                     + " (σ/√L with L = 3 aggregated tensors, audit point P1), and not valid at all: the clip norms are unprivatised medians (P2).")
     items.append("One seed per configuration (seed 0, data seed 0); run-to-run variation is not measured, so differences of a few "
                  "points (for example LDP accuracy that does not grow with ε here) should not be read as effects.")
     return items

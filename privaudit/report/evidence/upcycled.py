@@ -117,8 +117,8 @@ def private_page(result: Result) -> Page:
             f"Upcycled-FL files' (mean train+test size {paper['size']:g}): there the draft's formula gives "
             f"{paper['fedprox_sigma']:.3f} (FedProx) and {paper['upcycled_sigma']:.3f} (Upcycled-FedProx, σ) — the paper's "
             f"1.59 / 1.40 — and {paper['upcycled_sigma_squared']:.3f} for Upcycled-FedProx with the σ² the reference code "
-            "draws (spec U1)."),
-        Paragraph("Training loss of the global model on all clients' training data (the curve the reference code publishes, spec U9):"),
+            "draws (audit point U1)."),
+        Paragraph("Training loss of the global model on all clients' training data (the curve the reference code publishes, audit point U9):"),
         Table(["run", *[f"it. {m}" for m in LOSS_MARKS]], loss_rows),
         Images([Image(f"{PRIVATE}.png", "loss curves", _loss_curves(curves))]),
         regenerate(result, PRIVATE),

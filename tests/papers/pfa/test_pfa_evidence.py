@@ -20,7 +20,7 @@ def test_evidence_pipeline(tmp_path):
     reference = {r["client_id"]: r for r in by[("pfa", "reference")]["privacy"]}
     public = set(by[("pfa", "reference")]["plan"]["population_split"]["public"])
     private_ratios = [r["ratio"] for c, r in reference.items() if c not in public and r["realised_steps"]]
-    assert private_ratios and max(private_ratios) < 0.2  # the closed form over-noises small budgets (spec F1)
+    assert private_ratios and max(private_ratios) < 0.2  # the closed form over-noises small budgets (audit point F1)
     data = evidence_data(outcomes, 1.0, 1)
     page = write_evidence(data, tmp_path, "python -m privaudit.papers.pfa.evidence --quick")
     assert read_result(tmp_path / "evidence" / "pfa.json").kind == "pfa-evidence"

@@ -124,7 +124,7 @@ def test_dp_fedavg_records_subsampled_gaussians_and_adaptive_clipping_its_quanti
 def test_fixed_size_client_sampling_under_a_poisson_analysis_is_flagged():
     config = CentralDPConfig("dp-fedavg", noise_multiplier=1.0, client_rate=0.5, num_clients=6, client_sampling="fixed-size")
     result = _run(CentralDP(PrivateFL(), config), rounds=1, clients_per_round=0.5)
-    assert not result.ledger.events[0].valid and "spec P3" in result.ledger.events[0].note
+    assert not result.ledger.events[0].valid and "audit point P3" in result.ledger.events[0].note
 
 
 def test_adaptive_clipping_moves_towards_the_target_quantile():

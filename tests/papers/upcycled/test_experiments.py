@@ -41,6 +41,6 @@ def test_private_pipeline(tmp_path):
     assert counts[("fedprox", "sigma")] == 6 * 30 and counts[("upcycled-fedprox", "sigma")] == 3 * 30
     data = private_data(outcomes, 1e-3)
     eps = {run["convention"]: run["epsilon_max"] for run in data["runs"] if run["algorithm"] == "upcycled-fedprox"}
-    assert eps["sigma-squared"] > eps["sigma"]  # smaller noise std (0.64) → larger ε (spec U1)
+    assert eps["sigma-squared"] > eps["sigma"]  # smaller noise std (0.64) → larger ε (audit point U1)
     page = write_evidence("upcycled-private", {**data, "wall_minutes": 0.1, "workers": 1, "cpus": 2}, ["private"], tmp_path)
     assert (tmp_path / "upcycled-private.png").stat().st_size > 0 and "![loss curves](upcycled-private.png)" in page.read_text()
