@@ -64,6 +64,17 @@ def test_dlg_reaches_40_db_on_the_dlg_lenet():
     assert _psnr(RAW, image, result) >= 40.0
 
 
+@pytest.mark.parametrize("attack_seed", range(6))
+def test_dlg_reaches_40_db_on_the_small_cnn_update_from_every_start(attack_seed):
+    # The single-image FedSGD update of test_inverting_gradients.py; default DLG settings (300 outer steps).
+    truth = unit_images(1, COLOUR_8, 0)
+    payload = release_update(FedSGDRelease(), small_cnn, seeded_weights(small_cnn, 0), COLOUR_8.from_unit_range(truth),
+                             torch.tensor([3]), COLOUR_8)
+    result = build_attack("dlg").reconstruct(payload, seed=attack_seed)
+    assert result.labels.tolist() == [3]
+    assert score_reconstruction(truth, COLOUR_8.to_unit_range(result.images)).psnr[0] >= 40.0
+
+
 def test_dp_noise_destroys_what_ig_recovers_without_it():
     image = _image("astronaut")
     clean = _payload("convnet", CIFAR, image, 0, DPSGDRelease(lr=0.01, local_steps=1, clip_norm=1.0, noise_multiplier=0.0))
