@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from privaudit.accounting.mechanisms import Composition, PureDP, effective_pure_epsilon
+from privaudit.checks import probability_open
 from privaudit.errors import InvalidParameterError, UnsupportedMechanismError
 
 #: How a release without a finite guarantee is reported everywhere (ledgers, JSON, tables): never ε = 0.
@@ -75,13 +76,7 @@ class DeltaResult:
 
 
 def check_delta(delta: float) -> float:
-    try:
-        delta = float(delta)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"delta must be a number, got {delta!r}") from None
-    if not 0.0 < delta < 1.0:
-        raise InvalidParameterError(f"delta must lie in (0, 1), got {delta}")
-    return delta
+    return probability_open("delta", delta)
 
 
 def check_epsilon(epsilon: float) -> float:

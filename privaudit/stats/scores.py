@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privaudit.checks import probability_open
 from privaudit.errors import InvalidParameterError
 
 
@@ -71,13 +72,7 @@ class AuditScores:
 
 def check_significance(significance: float) -> float:
     """α, the allowed probability that the reported lower bound exceeds the true ε; must lie in (0, 1)."""
-    try:
-        value = float(significance)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"significance must be a number in (0, 1), got {significance!r}") from None
-    if not 0.0 < value < 1.0:
-        raise InvalidParameterError(f"significance must lie in (0, 1), got {significance}")
-    return value
+    return probability_open("significance", significance)
 
 
 def check_delta(delta: float) -> float:
