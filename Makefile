@@ -6,7 +6,7 @@
 PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS     ?= dev,data
+EXTRAS     ?= dev,data,flower
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.privaudit-installed
 PYTEST_ARGS ?=

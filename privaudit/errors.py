@@ -28,6 +28,10 @@ class DataUnavailableError(PrivauditError):
     """A dataset or optional dependency needed for the request is not on this machine."""
 
 
+class DeviceUnavailableError(PrivauditError):
+    """The torch device asked for (``cuda``, ``cuda:N``) is not on this machine (:mod:`privaudit.device`)."""
+
+
 class CheckpointError(PrivauditError):
     """A trained-federation directory is missing, malformed, truncated or tampered with."""
 
@@ -37,4 +41,12 @@ class RouteNotApplicable(InvalidParameterError):
 
     The message says which assumption the route needs and which was declared, e.g. "gdp converts through the
     Gaussian trade-off curve, valid only for Gaussian-shaped mechanisms; the audited mechanism is 'any'".
+    """
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while a process pool ran (:mod:`privaudit.executor` installs the handler that raises it).
+
+    It unwinds like Ctrl-C's :class:`KeyboardInterrupt` (no ``except Exception`` swallows it), so the pool is shut
+    down cleanly; being a class of its own, the CLI exits with SIGTERM's code 143 (128 + 15), not Ctrl-C's 130.
     """

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.errors import InvalidParameterError
+from privaudit.errors import InvalidParameterError, Terminated
 from privaudit.progress import progress_bar
 
 EXECUTORS = ("in-process", "process", "ray")
@@ -125,10 +125,6 @@ class ProcessExecutor(Executor):
             _stop_now(pool)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived while a process pool ran: unwinds like Ctrl-C, so the pool is shut down cleanly."""
-
-
 @contextmanager
 def _sigterm_raises_terminated() -> Iterator[None]:
     """Within the block, SIGTERM raises :class:`Terminated` in the main thread (where the default would kill the
@@ -177,6 +173,87 @@ def _limit_threads() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+#: A worker's context, built once per process by :class:`WorkerPool`'s ``setup`` (e.g. a federation's trainer).
+_WORKER_CONTEXT: Any = None
+
+
+def _init_pool_worker(threads: int, setup: Callable[[Any], Any], payload: bytes) -> None:
+    """Start a :class:`WorkerPool` worker: ``threads`` torch threads, Ctrl-C left to the parent, context built once."""
+    import pickle
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = setup(pickle.loads(payload))  # our own objects, pickled by the parent a moment ago
+
+
+def _call_in_context(fn: Callable[[Any, Any], Any], item: Any) -> Any:
+    return fn(_WORKER_CONTEXT, item)
+
+
+def threads_per_worker(workers: int, cores: int | None = None) -> int:
+    """torch threads for each of ``workers`` processes sharing ``cores`` cores: ``max(1, cores // workers)``."""
+    from privaudit.device import cpu_cores
+
+    return max(1, int(cores or cpu_cores()) // max(1, int(workers)))
+
+
+class WorkerPool:
+    """A persistent local process pool whose workers each hold a context built once from a payload.
+
+    Where :class:`ProcessExecutor` runs independent trials, this pool serves a loop that hands out many small jobs
+    over the same heavy context: a federation's round trains its clients with ``map(fn, items)`` →
+    ``[fn(context, item) for item in items]`` (results in item order), where ``context = setup(payload)`` was built
+    once in every worker (the federation's model and trainer). Workers are spawned (no inherited torch threads), run
+    ``threads`` torch threads each (default ``cores // workers``) and stop at once, reaped, on a failed job, Ctrl-C or
+    SIGTERM, as :class:`ProcessExecutor`'s do. ``setup``, ``fn`` and the items must be picklable module-level objects.
+    """
+
+    def __init__(self, workers: int, setup: Callable[[Any], Any], payload: Any, *, threads: int | None = None) -> None:
+        import multiprocessing as mp
+        import pickle
+
+        self.workers = int(workers)
+        if self.workers < 1:
+            raise InvalidParameterError(f"workers must be at least 1, got {workers}")
+        self.threads = int(threads) if threads is not None else threads_per_worker(self.workers)
+        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker,
+            initargs=(self.threads, setup, data))
+
+    def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``[fn(context, item) for item in items]`` computed by the workers, in item order."""
+        pool = self._pool
+        if pool is None:
+            raise InvalidParameterError("the worker pool is closed")
+        done = False
+        try:
+            with _sigterm_raises_terminated():
+                futures = [pool.submit(_call_in_context, fn, item) for item in items]
+                results = [future.result() for future in futures]
+            done = True
+            return results
+        finally:
+            if not done:
+                self._pool = None
+                _stop_now(pool)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 class RayExecutor(Executor):

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("privaudit", "attacks")
 
 TORCH = ("torch", "torchvision", "opacus")
-ABOVE_FL_CORE = ("privaudit.papers", "privaudit.audit", "privaudit.cli", "privaudit.report")
+ABOVE_FL_CORE = ("privaudit.papers", "privaudit.audit", "privaudit.cli", "privaudit.report", "privaudit.interop")
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,18 @@ RULES = (
         "the papers plug their claims into the generic audit (claims types, plan, runner, verdict), never the reverse",
     ),
     Rule("privaudit.fl.engine", ABOVE_FL_CORE, "the round loop knows no paper, audit, report or CLI"),
+    Rule(
+        "privaudit.interop",
+        ("privaudit.papers", "privaudit.cli"),
+        "interop turns the user's own training into checkpoints (and runs audits on it) on top of the engine and the "
+        "generic audit; it knows no paper",
+    ),
+    Rule(
+        "",
+        ("privaudit.interop",),
+        "only the CLI (and interop itself) uses the recorders; checkpoints they write are read through fl.engine",
+        allowed_importers=("privaudit.interop", "privaudit.cli"),
+    ),
     Rule("privaudit.fl.algorithms", ABOVE_FL_CORE, "generic algorithms know no paper, audit, report or CLI"),
     Rule("privaudit.fl.privacy", ABOVE_FL_CORE, "privatizers know no paper, audit, report or CLI"),
     Rule(

@@ -9,6 +9,16 @@ eq. (12) and, by default, the regulariser of eq. (10). It then runs Inverting Gr
 model (:class:`attacks.inversion.fedreg_forward.FedRegLocalTraining`).
 
 :func:`naive_and_adaptive` runs both attackers on the same payload so reports can show the gap.
+
+Against plain FedReg (``use_modified_gradient=False``) the same class simulates FedReg without MG, so the two
+defences can be compared under one attack. The simulation is exact: run on the true example it reproduces the
+released update to float precision (``tests/attacks/test_adaptive_fedreg.py``; measured per attacked example by
+:mod:`privaudit.papers.fedreg.update_anatomy`). What limits the attack is the objective, not the model: for one
+example and one step, eq. (10) subtracts from the SGD step its component along the pseudo-data gradient, which
+is nearly parallel to it, leaving about a tenth of the step, and the rest depends on the input largely through
+which LeakyReLU units change sign between θ_0 and θ_β. On the LeakyReLU ConvNet the matching loss at the true
+image plus small noise is then of the same order as at random starts, so gradient descent does not lead to the
+image (``reports/inversion.md``: the update anatomy and the adaptive rows).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
 (``privaudit.models.build_model``) with seeded weights, lets a client release an update for each group of
 ``examples_per_update`` examples under ``defence`` (:mod:`attacks.inversion.release`), runs the named
 attack on each payload and scores the reconstructions (:mod:`attacks.metrics`). Everything is seeded.
+Attacks that can (Inverting Gradients: ``reconstruct_many``) attack all updates in one optimisation, every
+update and restart a lane (:mod:`attacks.inversion.batched`); ``batched=False`` attacks them one by one.
 
 Defence specs: ``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg`` (FedReg's local step without the modified
 gradient), ``fedreg-mg``, ``dpsgd:<σ>`` (DP-SGD with noise multiplier σ). For ``adaptive-mg`` against
@@ -53,6 +55,7 @@ class InversionExperiment:
     seed: int = 0
     device: str = "cpu"
     out_dir: str | None = None
+    batched: bool = True
 
     def __post_init__(self) -> None:
         if self.attack not in ATTACKS:
@@ -64,6 +67,8 @@ class InversionExperiment:
                 f"num_images ({self.num_images}) must be a multiple of examples_per_update ({self.examples_per_update})"
             )
         parse_defence(self.defence, self.defence_options)
+        if not isinstance(self.batched, bool):
+            raise InvalidParameterError(f"batched must be true or false, got {self.batched!r}")
 
 
 def parse_defence(spec: str, options: dict[str, Any] | None = None) -> Any:
@@ -156,19 +161,26 @@ def attack_and_score(
     spec: DataSpec,
     *,
     seed: int = 0,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[float], None] | None = None,
+    batched: bool = True,
 ) -> ScoredAttack:
     """Run ``attack`` on each ``(payload, true inputs, true labels)`` and score it against the truth.
 
     Reconstructions are matched to the ground truth by the Hungarian algorithm on pairwise MSE and scored
     with PSNR/SSIM on [0, 1] images (:func:`attacks.metrics.score_reconstruction`); label accuracy is
-    reported separately (breaching's convention). Update ``u`` is attacked with seed ``seed + u``.
+    reported separately (breaching's convention). Update ``u`` is attacked with seed ``seed + u``. With
+    ``batched`` and an attack that has ``reconstruct_many``, all updates are attacked in one optimisation
+    (the same reconstructions up to float rounding); ``progress`` then counts fractions of updates.
     """
     from ..metrics import label_accuracy
 
     records, truth, recon, psnrs, ssims, label_scores = [], [], [], [], [], []
+    many = None
+    if batched and hasattr(attack, "reconstruct_many") and len(batches) > 0:
+        many = attack.reconstruct_many([b[0] for b in batches], [seed + u for u in range(len(batches))],
+                                       on_progress=None if progress is None else lambda f: progress(f * len(batches)))
     for u, (payload, inputs, labels) in enumerate(batches):
-        result = attack.reconstruct(payload, seed=seed + u)
+        result = many[u] if many is not None else attack.reconstruct(payload, seed=seed + u)
         record: dict[str, Any] = {"true_labels": labels.tolist(), "attack": result.to_dict()}
         if result.images is not None:
             ground = spec.to_unit_range(inputs)
@@ -190,8 +202,10 @@ def attack_and_score(
             record["scores"] = {"label_accuracy": accuracy}
             label_scores.append(accuracy)
         records.append(record)
-        if progress is not None:
+        if progress is not None and many is None:
             progress(u + 1)
+    if progress is not None and many is not None:
+        progress(len(batches))
     return ScoredAttack(records, psnrs, ssims, label_scores, torch.cat(truth) if truth else None,
                         torch.cat(recon) if recon else None)
 
@@ -246,7 +260,7 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
             seed=config.seed + u, device=config.device, labels_known=config.labels_known,
         )
         batches.append((payload, inputs[batch], labels[batch]))
-    scored = attack_and_score(attack, batches, spec, seed=config.seed, progress=progress)
+    scored = attack_and_score(attack, batches, spec, seed=config.seed, progress=progress, batched=config.batched)
     grid_path = None
     if config.out_dir is not None and scored.reconstructions is not None:
         out = Path(config.out_dir)

@@ -15,18 +15,23 @@ smallest final matching loss is returned. Labels are given or inferred first
 The reference code's defaults are 24,000 iterations (4,800 in its library config) and TV 1e-4 … 1e-1; the
 defaults here (1,000 iterations, TV 1e-4) are the CPU budget of privaudit's benchmark and are recorded
 with every result.
+
+:meth:`InvertingGradientsAttack.reconstruct_many` attacks many updates in one optimisation, every (update,
+restart) pair a lane (:mod:`attacks.inversion.batched`); each lane follows its own attack's trajectory.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from privaudit.errors import InvalidParameterError
 
-from .base import InversionAttack
+from .base import InversionAttack, config_record, make_generator
 from .client_simulation import ClientSimulator, plain_simulator
 from .functional_model import FunctionalModel, one_hot
 from .labels import infer_labels
@@ -103,6 +108,98 @@ class InvertingGradientsAttack(InversionAttack):
     ) -> torch.Tensor:
         """Distance between the simulated update for candidates ``x`` and the released one."""
         return distance(simulator.simulate(model, x, targets, create_graph=True), target_update)
+
+    def reconstruct_many(self, payloads: Sequence[InversionPayload], seeds: Sequence[int],
+                         on_progress: Callable[[float], None] | None = None) -> list[InversionResult]:
+        """``reconstruct(payloads[i], seed=seeds[i])`` for every i, as few optimisations as possible.
+
+        Attacks whose client simulation has a ``torch.func`` form and that share the simulation, the data format
+        and the model's shapes run as lanes of one optimisation (:mod:`attacks.inversion.batched`), every restart a
+        lane of its own; the others (an overridden matching loss, FedReg's simulation) run one by one.
+        ``on_progress(f)``: the fraction f of the work done. Each result's ``seconds`` is its own preparation plus
+        an equal share of its optimisation; ``settings["batched"]`` records the optimisation it was part of.
+        """
+        from .batched import LaneSettings, functional_simulation, group_key, prepare_attack, run_group
+
+        if len(payloads) != len(seeds):
+            raise InvalidParameterError(f"{len(payloads)} payloads but {len(seeds)} seeds")
+        cfg: InvertingGradientsConfig = self.config
+        plain_loss = type(self).matching_loss is InvertingGradientsAttack.matching_loss
+        groups: dict[Any, list] = {}
+        simulations: dict[Any, Callable] = {}
+        alone: list[int] = []
+        for index, (payload, seed) in enumerate(zip(payloads, seeds, strict=True)):
+            simulator = self.simulator(payload)
+            check_update_kind(payload, simulator)
+            model = FunctionalModel.from_payload(payload, self.device, self.dtype)
+            simulate = functional_simulation(simulator, model) if plain_loss else None
+            if simulate is None:
+                alone.append(index)
+                continue
+            key = group_key(payload, model, simulator)
+            prepared = prepare_attack(index, payload, model, make_generator(seed, self.device), cfg.restarts, cfg.label_strategy, seed)
+            groups.setdefault(key, []).append(prepared)
+            simulations.setdefault(key, simulate)
+        settings = LaneSettings(cfg.iterations, cfg.lr, cfg.tv_weight, cfg.signed, cfg.lr_schedule, cfg.trace_every,
+                                tuple(step_milestones(cfg.iterations)))
+        work = max(1, sum(len(g) for g in groups.values()) * cfg.iterations + len(alone) * cfg.iterations)
+        done = 0.0
+        results: dict[int, InversionResult] = {}
+        for key, group in groups.items():
+            started = time.perf_counter()
+
+            def tick(iteration: int, _base=done, _size=len(group)) -> None:
+                if on_progress is not None and iteration % 10 == 0:
+                    on_progress((_base + _size * iteration) / work)
+
+            outcomes = run_group(group, simulations[key], get_distance(cfg.distance), settings, cfg.boxed, tick)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            seconds = time.perf_counter() - started
+            done += len(group) * cfg.iterations
+            batch_record = {"attacks": len(group), "restarts": cfg.restarts, "lanes": len(group) * cfg.restarts,
+                            "seconds": seconds}
+            for prepared, lanes in outcomes:
+                results[prepared.index] = self._lane_result(prepared, lanes, key[0], prepared.seconds + seconds / len(group),
+                                                            batch_record)
+        for index in alone:
+            results[index] = self.reconstruct(payloads[index], seed=int(seeds[index]))
+            done += cfg.iterations
+            if on_progress is not None:
+                on_progress(done / work)
+        return [results[i] for i in range(len(payloads))]
+
+    def _lane_result(self, prepared, lanes, simulator: ClientSimulator, seconds: float, batch_record: dict[str, Any]) -> InversionResult:
+        """The result ``reconstruct`` would return, from one attack's lanes (the best restart, first on ties)."""
+        cfg: InvertingGradientsConfig = self.config
+        best = min(range(len(lanes)), key=lambda r: (lanes[r].matching_loss, r))
+        payload, model = prepared.payload, prepared.model
+        result = InversionResult(
+            attack=self.name,
+            images=lanes[best].images.to(torch.float32).cpu(),
+            labels=prepared.labels.cpu(),
+            settings={},
+            matching_loss=lanes[best].matching_loss,
+            loss_trace=lanes[best].trace,
+        )
+        result.seconds = seconds
+        result.settings = {
+            "attack": self.name,
+            "config": config_record(cfg),
+            "threat_model": payload.knowledge.to_dict(),
+            "data": payload.data.to_dict(),
+            "parameters_unknown_to_attacker": list(model.unknown),
+            "matched_parameters": len(payload.update),
+            "device": str(self.device),
+            "seed": int(prepared.seed),
+            "label_strategy": prepared.rule,
+            "labels_paired": True,
+            "client_model": simulator.describe(),
+            "restart_matching_losses": [lane.matching_loss for lane in lanes],
+            "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
+            "batched": batch_record,
+        }
+        return result
 
     def _run(self, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator) -> InversionResult:
         cfg: InvertingGradientsConfig = self.config

@@ -13,6 +13,11 @@ model ξ_k = Y − n_k:
 3. ``nearest-reference``: among several survivors, the one closest to a reference model (the global model
    the client started from: a wrong candidate is ≈ 2s²d farther away in squared distance).
 
+Runs trained with ``--noise-rng clock-ms`` draw each client's seed from privaudit's simulated clock
+(:mod:`privaudit.fl.privacy.clock_seed`: one independent millisecond per client, as the reference's clients read the
+clock ~35 ms apart) and their noise exactly as above, so the search recovers those seeds; in the reference (and the
+emulation) a recovered seed also fixes the next client's straggler draw and mini-batch order.
+
 Consequence: given ξ(ω), the release takes at most 1000 values; for neighbouring inputs with
 ξ(ω) ≠ ξ(ω') the two output distributions have disjoint supports (outside a null set), so no finite ε bounds
 the privacy loss — ε = ∞ — and the recovered ξ(ω) is the client's clipped model to float precision.

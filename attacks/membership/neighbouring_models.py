@@ -132,17 +132,23 @@ def _coupled_schedule(base: Schedule, batches_per_epoch: int, extra: int, rng: n
 
 
 class _BatchOracle:
-    """Mean cross-entropy gradients of one lane on the schedule's mini-batches (the engine's local loss)."""
+    """Mean cross-entropy gradients of one lane on the schedule's mini-batches (the engine's local loss).
 
-    def __init__(self, model: nn.Module, names: Sequence[str], fixed: State, x: torch.Tensor, y: torch.Tensor, schedule: Schedule):
+    ``double_softmax`` mirrors :class:`~privaudit.fl.engine.config.LocalTrainingConfig`: the cross-entropy of
+    softmax(logits), as the Upcycled-FL reference trains, so a run trained that way is simulated that way.
+    """
+
+    def __init__(self, model: nn.Module, names: Sequence[str], fixed: State, x: torch.Tensor, y: torch.Tensor, schedule: Schedule,
+                 double_softmax: bool = False):
         self.model, self.names, self.fixed, self.x, self.y = model, list(names), fixed, x, y
+        self.double_softmax = bool(double_softmax)
         self.indices, self.sizes = torch.from_numpy(schedule.indices), schedule.sizes
 
     def __call__(self, params, step, active):
         rows = self.indices[step, : int(self.sizes[step])]
         leaves = [p[0].detach().requires_grad_() for p in params]
         out = functional_call(self.model, {**self.fixed, **dict(zip(self.names, leaves, strict=True))}, (self.x[rows],))
-        loss = F.cross_entropy(out, self.y[rows])
+        loss = F.cross_entropy(torch.softmax(out, dim=-1) if self.double_softmax else out, self.y[rows])
         grads = torch.autograd.grad(loss, leaves)
         return [g.unsqueeze(0) for g in grads], loss.detach().reshape(1)
 
@@ -151,7 +157,7 @@ def _train(model: nn.Module, start: State, x: np.ndarray, y: np.ndarray, schedul
            prox: float, dropout_seed: int) -> State:
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     fixed = {k: v.clone() for k, v in start.items() if k not in names}
-    oracle = _BatchOracle(model, names, fixed, torch.from_numpy(x), torch.from_numpy(y), schedule)
+    oracle = _BatchOracle(model, names, fixed, torch.from_numpy(x), torch.from_numpy(y), schedule, local.double_softmax)
     lane = [start[n].unsqueeze(0) for n in names]
 
     def run():

@@ -8,9 +8,11 @@ other half, so every record is IN for exactly half of the paired shadows and eve
 
 Each shadow is one trial of :mod:`privaudit.executor` — :func:`shadow_trial` is a module-level function of a
 JSON-able spec and a seed — so shadows run in-process, in a process pool or on Ray, resume from
-``<out>/trials.jsonl``, and give the same φ on every executor. A trial retrains the recipe (same algorithm,
-privacy mechanism and federation settings; its own training seed) and returns φ = log(p_y/(1−p_y)) of the
-candidate examples under its final global model.
+``<out>/trials.jsonl``, and give the same φ on every executor. By default (in-process) all shadows train
+together in lockstep, each round's clients of every shadow as lanes of one stacked run
+(:mod:`attacks.membership.batched_shadows`; ``LiRAConfig(shadow_batch=False)`` trains them one after another).
+A trial retrains the recipe (same algorithm, privacy mechanism and federation settings; its own training seed)
+and returns φ = log(p_y/(1−p_y)) of the candidate examples under its final global model.
 """
 
 from __future__ import annotations
@@ -118,11 +120,13 @@ def _dataset_from(source: dict[str, Any], recipe) -> FederatedDataset:
     return dataset
 
 
-def shadow_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
+def shadow_trial(spec: dict[str, Any], seed: int, *, make_trainer=None) -> dict[str, Any]:
     """Train shadow ``spec["shadow"]`` and return φ of the candidate examples under its final global model.
 
     ``spec``: ``train`` (the recipe as a dict), ``data`` (:func:`data_source`), ``shadows``, ``shadow``,
     ``design_seed`` and ``candidates`` (pool indices). ``seed`` is the shadow's training seed.
+    ``make_trainer``: the federation's trainer factory (:mod:`attacks.membership.batched_shadows` passes one
+    that trains many shadows' clients as lanes of one stacked run); default: the engine's own.
     """
     from privaudit.fl.canaries.compose import run_spec_on_dataset
 
@@ -132,11 +136,11 @@ def shadow_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     homes = shadow_homes(pool, dataset.num_clients, spec["design_seed"])
     keep = shadow_membership(homes, spec["shadows"], spec["design_seed"])[int(spec["shadow"])]
     shadow = shadow_dataset(dataset, pool, homes, keep)
-    result = run_spec_on_dataset(recipe, shadow, seed=seed, eval_every=recipe.rounds)
+    result = run_spec_on_dataset(recipe, shadow, seed=seed, eval_every=recipe.rounds, make_trainer=make_trainer)
     candidates = np.asarray(spec["candidates"], dtype=np.int64)
     target = TargetModel.from_result(result)
     phi = logit_scaled_confidence(target.logits(pool.x[candidates]), pool.y[candidates])
-    return {"phi": [float(v) for v in phi], "accuracy": result.final_accuracy}
+    return {"phi": [float(v) for v in phi], "accuracy": result.final_accuracy, "execution": result.info.execution_mode}
 
 
 def design_digest(specs: list[dict[str, Any]]) -> str:

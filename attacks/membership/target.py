@@ -93,12 +93,20 @@ class TargetModel:
 
     # -- constructors ---------------------------------------------------------------------------------
     @classmethod
-    def from_checkpoint(cls, path: str | os.PathLike, round: int | None = None, *, load_data: bool = True) -> TargetModel:
-        """The global model after ``round`` (default: the last) of the trained federation at ``path``."""
+    def from_checkpoint(cls, path: str | os.PathLike, round: int | None = None, *, load_data: bool = True,
+                        trust_factory: str | None = None) -> TargetModel:
+        """The global model after ``round`` (default: the last) of the trained federation at ``path``.
+
+        A checkpoint written by ``privaudit train`` reloads its data from its recipe (``train_spec``); one recorded
+        from another training loop (:mod:`privaudit.interop.recorder`) from its dataset reference and partition
+        (:func:`privaudit.fl.engine.recorded_data.recorded_dataset`). ``trust_factory`` names the user factory a
+        recorded model may be built by (:mod:`privaudit.fl.engine.architecture`).
+        """
         from privaudit.fl.engine.checkpoint import TrainedFederation
+        from privaudit.fl.engine.recorded_data import is_recorded, recorded_dataset
 
         federation = TrainedFederation(path)
-        module = federation.build_model(round)
+        module = federation.build_model(round, trust_factory=trust_factory)
         order = list(federation.manifest["model"]["parameters"])
         stored = federation.global_state(round)
         state = {k: stored[k] for k in order}
@@ -113,6 +121,8 @@ class TargetModel:
                     f"the data reloaded for {federation.root} differ from the data it was trained on (fingerprint mismatch); "
                     "the dataset files or generator changed"
                 )
+        elif spec is None and load_data and is_recorded(federation.manifest):
+            dataset = recorded_dataset(federation)
         name = federation.manifest["model"].get("name")
         label = f"checkpoint {federation.root}" + ("" if round is None else f" (round {round})")
         return cls(module, state, name, dataset, spec, label)

@@ -16,7 +16,7 @@ import typer
 
 from privaudit.cli.commands import register_all
 from privaudit.cli.common import click_exceptions
-from privaudit.errors import PrivauditError
+from privaudit.errors import PrivauditError, Terminated
 
 app = typer.Typer(
     name="privaudit",
@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("error: aborted", err=True)
-        return 130
+        return 130  # 128 + SIGINT: the shell's code for Ctrl-C
+    except Terminated as exc:  # SIGTERM while a process pool ran (privaudit.executor): the pool is already stopped
+        typer.echo(f"error: {exc}", err=True)
+        return 143  # 128 + SIGTERM, as a process killed by SIGTERM reports it
     except BrokenPipeError:  # output piped into `head` and closed early: not an error of the user's input
         return 0
     except click_exceptions.ClickException as exc:

@@ -45,7 +45,7 @@ def _attack_group() -> None:
 
 
 def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, threat_model: str, max_examples: int | None,
-                  threads: int, out: Path | None = None) -> None:
+                  threads: int, out: Path | None = None, trust_factory: str | None = None) -> None:
     """Cheap checks before anything is loaded, ``--out`` included; each failure is one line and exit code 2."""
     if attack not in MEMBERSHIP_ATTACKS:
         raise InvalidParameterError(f"unknown membership attack {attack!r}; choose one of: {', '.join(MEMBERSHIP_ATTACKS)}")
@@ -68,13 +68,27 @@ def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, th
         if (out / "shadows").is_file():
             raise InvalidParameterError(f"--out {out}: {out / 'shadows'} is a file; LiRA keeps its shadow trials in that folder")
 
+    from privaudit.fl.engine.architecture import rebuildable
     from privaudit.fl.engine.checkpoint import read_manifest
+    from privaudit.fl.engine.recorded_data import data_problem, is_recorded
 
     manifest = read_manifest(checkpoint)  # a missing or tampered checkpoint fails here, torch-free
+    described = manifest["model"].get("architecture")
+    if trust_factory is not None and (described.get("factory") if isinstance(described, dict) else None) != trust_factory:
+        raise InvalidParameterError(f"--trust-factory {trust_factory}: {checkpoint} is not built by that factory")
     if not manifest["model"].get("name"):
-        raise InvalidParameterError(f"{checkpoint} was trained with a custom module; the attack rebuilds the model by name")
+        problem = rebuildable(manifest["model"], trust_factory) if manifest["model"].get("architecture") else "it was trained with a custom module"
+        if problem:
+            raise InvalidParameterError(f"{checkpoint}: {problem}; the attack rebuilds the model from the checkpoint")
     if not manifest.get("train_spec"):
-        raise InvalidParameterError(f"{checkpoint} records no training recipe (train_spec), so its members are unknown; train it with privaudit train")
+        if attack == "lira":
+            raise InvalidParameterError(f"{checkpoint} records no training recipe (train_spec): LiRA retrains its federation, which only "
+                                        "checkpoints of privaudit train allow; use a threshold attack (--attack loss)")
+        if not is_recorded(manifest):
+            raise InvalidParameterError(f"{checkpoint} records no training recipe (train_spec), so its members are unknown; train it with privaudit train")
+        problem = data_problem(manifest)
+        if problem:
+            raise InvalidParameterError(f"{checkpoint}: {problem}")
     if threat_model == "client-releases" and not manifest.get("save_client_updates"):
         raise InvalidParameterError(
             f"{checkpoint} holds no client releases: the client-releases threat model needs a checkpoint trained with --save-client-updates"
@@ -117,7 +131,7 @@ def _print_summary(data: dict[str, Any], out: Path | None) -> None:
         ("TPR at 1% FPR", _with_interval(data["tpr_at_fpr"]["0.01"], (intervals.get("tpr_at_fpr") or {}).get("0.01"))),
     ]
     meta = data.get("meta", {})
-    for key in ("mode", "variance_used", "shadow_accuracy_mean", "seconds"):
+    for key in ("mode", "variance_used", "shadow_accuracy_mean", "shadow_training", "seconds"):
         if meta.get(key) is not None:
             value = meta[key]
             rows.append((key.replace("_", " "), f"{value:.4g}" if isinstance(value, float) else str(value)))
@@ -138,6 +152,8 @@ def membership(
     mode: str = typer.Option("online", "--mode", help="LiRA: online (IN and OUT Gaussians) or offline (OUT only)."),
     variance: str = typer.Option("auto", "--variance", help="LiRA: auto, per-example or fixed (best with few shadows)."),
     executor: str = typer.Option("in-process", "--executor", help="Where LiRA's shadows train: in-process, process or ray."),
+    shadow_batch: bool = typer.Option(True, "--shadow-batch/--no-shadow-batch", help="LiRA, in-process: train all shadows "
+                                      "as lanes of one stacked run per round (default) or one federation after another."),
     workers: int | None = typer.Option(None, "--workers", help="Process-pool / Ray workers (default: all cores)."),
     address: str | None = typer.Option(None, "--address", help="Ray cluster address, e.g. auto."),
     threat_model: str = typer.Option("final-model", "--threat-model", help="final-model, or client-releases (needs --save-client-updates)."),
@@ -146,12 +162,19 @@ def membership(
     seed: int = typer.Option(0, "--seed", help="Seed of example subsampling, shadow halves and shadow training."),
     out: Path | None = typer.Option(None, "--out", help="Output directory: membership-attack.json, membership-scores.npz, shadow trials."),
     threads: int = typer.Option(1, "--threads", help="torch intra-op threads."),
+    device: str = typer.Option("cpu", "--device", help="LiRA: where the shadow federations train: cpu (default), cuda, cuda:<index> or auto."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     json_: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of a table."),
+    trust_factory: str | None = typer.Option(None, "--trust-factory", help="Import this model factory (package.module:function) that a recorded checkpoint names; runs that code."),
 ) -> None:
     """Membership inference on a trained federation's records; writes a membership-attack result."""
     attack = attack.strip().lower()
-    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads, out)
+    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads, out, trust_factory)
+    from privaudit.device import device_record, resolve_device
+
+    resolved = resolve_device(device)  # an absent device is one line, before any work
+    if attack != "lira" and resolved.type != "cpu":
+        raise InvalidParameterError(f"--device applies to LiRA's shadow training; the {attack} attack scores the target on the CPU")
     import torch
 
     from attacks.membership.releases import CheckpointReleases
@@ -162,14 +185,22 @@ def membership(
     options: dict[str, Any] = {}
     if attack == "lira":
         options = {"shadows": shadows, "mode": mode, "variance": variance, "executor": executor, "workers": workers,
-                   "address": address, "seed": seed, "progress": not quiet,
+                   "address": address, "seed": seed, "progress": not quiet, "shadow_batch": shadow_batch,
                    "out_dir": None if out is None else str(out / "shadows")}
-    target = TargetModel.from_checkpoint(checkpoint, round_)
+        import dataclasses
+
+        from attacks.membership.lira_attack import LiRAConfig
+
+        if any(f.name == "device" for f in dataclasses.fields(LiRAConfig)):
+            options["device"] = str(resolved)
+        elif resolved.type != "cpu":
+            raise InvalidParameterError(f"LiRA's shadows train on the CPU only in this version; --device {device} is not supported")
+    target = TargetModel.from_checkpoint(checkpoint, round_, trust_factory=trust_factory)
     releases = CheckpointReleases(checkpoint) if threat_model == "client-releases" else None
     scores = run_membership_attack(target, attack, options=options, threat_model=threat_model, releases=releases,
                                    max_examples=max_examples, seed=seed)
     config = {"checkpoint": str(checkpoint), "attack": attack, "threat_model": threat_model, "round": round_,
-              "max_examples": max_examples, "seed": seed, **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
+              "max_examples": max_examples, "seed": seed, **device_record(resolved), **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
     intervals = _bootstrap_intervals(scores, seed)
     saved = None
     if out is not None:  # checked before the attack; should writing fail now anyway, the result is kept elsewhere

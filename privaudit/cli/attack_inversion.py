@@ -24,13 +24,13 @@ a table of per-image PSNR, SSIM and label correctness. Bad inputs are one line o
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json, save_outputs
+from privaudit.device import describe_device
 from privaudit.errors import InvalidParameterError
 from privaudit.progress import progress_bar
 
@@ -61,17 +61,12 @@ def _check_defence(spec: str) -> float | None:
     raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: {', '.join(DEFENCE_NAMES)}, dpsgd:<σ>")
 
 
-def _check_device(device: str) -> None:
-    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-        raise InvalidParameterError(f"unknown device {device!r}; use cpu, cuda or cuda:<index>")
-    if device.startswith("cuda"):
-        import torch
+def _check_device(device: str) -> str:
+    """The device ``--device`` names, resolved (``auto`` → cuda or cpu; an absent GPU is one line: privaudit.device)."""
+    from privaudit.device import resolve_device
 
-        if not torch.cuda.is_available():
-            raise InvalidParameterError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
-        index = int(device.partition(":")[2] or 0)
-        if index >= torch.cuda.device_count():
-            raise InvalidParameterError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    resolved = resolve_device(device)
+    return str(resolved) if device.strip().lower() == "auto" else device.strip().lower()
 
 
 def _check_common(attack: str, images: int | None, iterations: int | None, threads: int) -> None:
@@ -94,12 +89,24 @@ def _check_checkpoint(checkpoint: Path, client: int | None, round_: int | None) 
 
     if client is None or round_ is None:
         raise InvalidParameterError("checkpoint mode needs --client and --round (the release to attack)")
+    from privaudit.fl.engine.architecture import rebuildable
+    from privaudit.fl.engine.recorded_data import data_problem, is_recorded
+
     manifest = read_manifest(checkpoint)
     if not manifest["model"].get("name"):
-        raise InvalidParameterError(f"{checkpoint} was trained with a custom module; the attack rebuilds the model by name")
-    if not manifest.get("train_spec"):
+        problem = rebuildable(manifest["model"]) if manifest["model"].get("architecture") else "it was trained with a custom module"
+        if problem:
+            raise InvalidParameterError(f"{checkpoint}: {problem}; the attack rebuilds the model from the checkpoint")
+    if not manifest.get("train_spec") and not is_recorded(manifest):
         raise InvalidParameterError(f"{checkpoint} records no training recipe (train_spec), so the client's records are unknown; "
                                     "train it with privaudit train")
+    if not manifest.get("train_spec"):  # recorded from another training loop (privaudit.interop.recorder)
+        problem = data_problem(manifest)
+        if problem:
+            raise InvalidParameterError(f"{checkpoint}: {problem}")
+        if not isinstance(manifest["config"].get("local"), dict):
+            raise InvalidParameterError(f"{checkpoint} does not record its clients' local training (lr, epochs, batch size), which the "
+                                        "attacker simulates; record it with FederationRecorder(..., local_training={...})")
     if not manifest.get("save_client_updates"):
         raise InvalidParameterError(f"{checkpoint} holds no client updates; retrain it with privaudit train ... --save-client-updates")
     rounds = int(manifest["config"]["rounds"])
@@ -137,11 +144,23 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     if client not in releases:
         raise InvalidParameterError(f"client {client} released nothing in round {round_}; clients that did: "
                                     f"{', '.join(map(str, sorted(releases)))}")
-    spec_train = train_spec_from_dict(manifest["train_spec"])
-    dataset = load_training_data(spec_train)
-    recorded = manifest["dataset"].get("fingerprint")
-    if recorded and dataset.fingerprint() != recorded:
-        raise CheckpointError(f"the data reloaded for {checkpoint} differ from the data it was trained on (fingerprint mismatch)")
+    if manifest.get("train_spec"):
+        spec_train = train_spec_from_dict(manifest["train_spec"])
+        dataset = load_training_data(spec_train)
+        recorded = manifest["dataset"].get("fingerprint")
+        if recorded and dataset.fingerprint() != recorded:
+            raise CheckpointError(f"the data reloaded for {checkpoint} differ from the data it was trained on (fingerprint mismatch)")
+    else:  # recorded from another training loop: its data reference, partition and recorded local training
+        from privaudit.fl.engine.config import LocalTrainingConfig
+        from privaudit.fl.engine.recorded_data import recorded_dataset
+        from privaudit.fl.engine.run import TrainSpec
+
+        dataset = recorded_dataset(federation)
+        private = any(e.has_guarantee for e in federation.ledger.events)
+        spec_train = TrainSpec(algorithm=str(manifest["algorithm"].get("name", "custom")), dataset=str(manifest["dataset"].get("name")),
+                               rounds=federation.rounds, local=LocalTrainingConfig(**manifest["config"]["local"]),
+                               privacy="recorded" if private else "none",
+                               algorithm_options=dict(manifest["config"].get("algorithm_options") or {}))
     records = dataset.clients[client]
     inputs = torch.from_numpy(records.x_train.astype("float32", copy=False))
     labels = torch.from_numpy(records.y_train.astype("int64", copy=False))
@@ -152,6 +171,10 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     model_info = manifest["model"]
 
     def factory() -> torch.nn.Module:
+        if not model_info.get("name"):  # a recorded architecture (nn.Sequential of torch.nn layers)
+            from privaudit.fl.engine.architecture import build_architecture
+
+            return build_architecture(model_info)
         return build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
 
     before = federation.global_state(round_ - 1)
@@ -179,7 +202,7 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     if spec_train.privacy != "none":
         notes.append(f"privacy mechanism {spec_train.privacy}: its noise is not modelled")
     context = {"algorithm": spec_train.algorithm, "privacy": spec_train.privacy, "dataset": spec_train.dataset,
-               "model": model_info["name"], "local": {"epochs": local.epochs, "batch_size": local.batch_size,
+               "model": model_info["name"] or (model_info.get("architecture") or {}).get("kind"), "local": {"epochs": local.epochs, "batch_size": local.batch_size,
                                                       "lr": local.lr, "momentum": local.momentum},
                "algorithm_options": options}
     return payload, inputs, labels, spec, notes, context
@@ -208,8 +231,9 @@ def adaptive_options_from_run(algorithm: str, algorithm_options: dict[str, Any])
     }, []
 
 
-def _check_analytic(model: str, shape: tuple[int, ...], num_classes: int) -> None:
-    """Fail early, with the analytic attack's own message, when ``model`` has no fully connected first layer."""
+def _check_analytic(model: Any, shape: tuple[int, ...], num_classes: int) -> None:
+    """Fail early, with the analytic attack's own message, when ``model`` (a model name, or a factory that builds the
+    checkpoint's architecture) has no fully connected first layer."""
     import torch
 
     from attacks.inversion.analytic import first_fc_layer, probe_input_map
@@ -217,7 +241,7 @@ def _check_analytic(model: str, shape: tuple[int, ...], num_classes: int) -> Non
     from privaudit.models import build_model
 
     def factory() -> torch.nn.Module:
-        return build_model(model, shape, num_classes)
+        return model() if callable(model) else build_model(model, shape, num_classes)
 
     functional = FunctionalModel.build(factory, factory().state_dict())
     probe = torch.rand((1, *shape), generator=torch.Generator().manual_seed(0))
@@ -287,13 +311,15 @@ def register(attack_app: typer.Typer) -> None:
         defense: str = typer.Option("fedavg", "--defense", "--defence", help="Dataset mode: fedsgd, fedavg, fedprox, fedreg, fedreg-mg or dpsgd:<σ>."),
         attack: str = typer.Option("ig", "--attack", help="analytic, label, dlg, ig or adaptive-mg."),
         images: int | None = typer.Option(None, "--images", help="Dataset mode: images to attack, one update each (default 8)."),
+        batched: bool = typer.Option(True, "--batched/--sequential", help="Dataset mode, ig: attack all images (and restarts) "
+                                     "in one optimisation (default) or one image after another."),
         iterations: int | None = typer.Option(None, "--iterations", help="Optimisation iterations (ig, adaptive-mg) or L-BFGS steps (dlg)."),
         checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint mode: trained federation (privaudit train --save-client-updates)."),
         client: int | None = typer.Option(None, "--client", help="Checkpoint mode: the client whose release is attacked."),
         round_: int | None = typer.Option(None, "--round", help="Checkpoint mode: the round of that release (≥ 1)."),
         labels_known: bool = typer.Option(False, "--labels-known", help="Give the attacker the true labels."),
         seed: int = typer.Option(0, "--seed", help="Seed of image choice, model weights, DP noise and the attack."),
-        device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:<index>."),
+        device: str = typer.Option("cpu", "--device", help="cpu (default), cuda, cuda:<index> or auto (cuda if present)."),
         threads: int = typer.Option(1, "--threads", help="torch intra-op threads."),
         out: Path | None = typer.Option(None, "--out", help="Output directory: inversion.json and inversion-grid.png."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -314,7 +340,7 @@ def register(attack_app: typer.Typer) -> None:
             if client is not None or round_ is not None:
                 raise InvalidParameterError("--client and --round apply to checkpoint mode (--checkpoint)")
             sigma = _check_defence(defense)
-        _check_device(device)
+        device = _check_device(device)
         if out is not None:
             check_out_folder(out, (RESULT_FILE, GRID_FILE))  # before the attack, not after it
         import time
@@ -337,7 +363,7 @@ def register(attack_app: typer.Typer) -> None:
             assert client is not None and round_ is not None and manifest is not None
             payload, inputs, labels, spec, notes, context = checkpoint_payload(checkpoint, client, round_, labels_known=labels_known)
             if attack_name == "analytic":
-                _check_analytic(context["model"], spec.shape, spec.num_classes)
+                _check_analytic(payload.model_factory, spec.shape, spec.num_classes)
             if attack_name == "adaptive-mg":
                 run_options, run_notes = adaptive_options_from_run(context["algorithm"], context["algorithm_options"])
                 options = {**run_options, **options}
@@ -361,7 +387,8 @@ def register(attack_app: typer.Typer) -> None:
             assert dataset is not None
             count = 8 if images is None else images
             config = InversionExperiment(attack=attack_name, defence=defense, dataset=dataset, model=model, num_images=count,
-                                         labels_known=labels_known, attack_options=options, seed=seed, device=device)
+                                         labels_known=labels_known, attack_options=options, seed=seed, device=device,
+                                         batched=batched)
             if attack_name == "analytic":
                 from privaudit.data import load_dataset
 
@@ -376,14 +403,14 @@ def register(attack_app: typer.Typer) -> None:
             epsilon = defence_epsilon(defence_obj, DELTA) if sigma is not None else None
             defense_label = defense
             source = {"mode": "dataset", "dataset": dataset, "model": model, "defence": defence_obj.describe(),
-                      "images": count}
+                      "images": count, "batched": batched and attack_name == "ig"}
             title = f"inversion {attack_name} vs {defense} on {dataset} ({model})"
         seconds = time.perf_counter() - start
         data = {
             "attack": attack_name, "defense": defense_label, "psnr": psnr, "ssim": ssim,
             "psnr_mean": _mean(psnr), "ssim_mean": _mean(ssim),
             "label_accuracy": _mean(label_scores), "epsilon": epsilon, "delta": DELTA if epsilon is not None else None,
-            "per_image": _per_image(records, psnr, ssim), "grid": None, "device": device, "iterations": iterations,
+            "per_image": _per_image(records, psnr, ssim), "grid": None, "device": device, "device_name": describe_device(device), "iterations": iterations,
             "seconds": seconds, "notes": notes, **source,
         }
         saved = None

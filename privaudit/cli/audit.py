@@ -103,12 +103,18 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(
             None, "--out", help=f"Output folder for result files and trials (default {DEFAULT_OUT}; --scores writes only when given)."),
         threads: int = typer.Option(1, "--threads", help="torch threads for in-process trials (tiny models: 1 is fastest)."),
+        device: str = typer.Option("cpu", "--device", help="Where the federations the audit trains (its trials, canary re-runs) train: "
+                                   "cpu (default), cuda, cuda:<index> or auto; process-pool workers inherit it."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
         json_output: bool = typer.Option(False, "--json", help="Print the result data as JSON instead of tables."),
     ) -> None:
         """Audit a paper's privacy claim: accountant ε, attack ε lower bounds with ceiling and power, verdict."""
         flags = dict(locals())
         mode = _one_mode(list_, claim, suite, checkpoint, scores)
+        from privaudit.device import resolve_device, training_device
+
+        if resolve_device(device).type != "cpu" and mode in ("--scores", "--list"):  # an absent device: one line here
+            raise InvalidParameterError(f"--device applies to audits that train federations, not to {mode}")
         scores_only = [name for name, on in (("--mechanism", mechanism != "any"), ("--design", design != "fixed")) if on]
         if mode != "--scores" and scores_only:
             raise InvalidParameterError(f"the option(s) {', '.join(scores_only)} apply to --scores audits only (claims and "
@@ -144,9 +150,11 @@ def register(app: typer.Typer) -> None:
                 if canary_kind is not None:
                     raise InvalidParameterError("--canary-kind chooses input canaries for --one-run; gradient canaries are "
                                                 "random orthonormal directions")
-                _gradient_canaries(flags)
+                with training_device(device):
+                    _gradient_canaries(flags)
                 return
-            _checkpoint(flags)
+            with training_device(device):
+                _checkpoint(flags)
             return
         from privaudit.audit.runner import AuditSettings, check_executor, run_claim, run_suite
 
@@ -154,11 +162,12 @@ def register(app: typer.Typer) -> None:
         _check_writable(Path(out) / f"{claim or suite}.json")  # before the trials, not after them
         settings = AuditSettings(trials=trials, significance=alpha, seed=seed, executor=executor, workers=workers,
                                  address=address, out=out, power_trials=power_trials, progress=not quiet, torch_threads=threads)
-        if mode == "--claim":
-            audits, pending = [run_claim(claim, settings)], []
-        else:
-            result = run_suite(suite, settings)
-            audits, pending = result.audits, result.pending
+        with training_device(device):
+            if mode == "--claim":
+                audits, pending = [run_claim(claim, settings)], []
+            else:
+                result = run_suite(suite, settings)
+                audits, pending = result.audits, result.pending
         if json_output:
             print_json({"audits": [a.data() for a in audits], "pending": [{"claim_id": c, "reason": r} for c, r in pending]})
         else:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import typer
 
-from privaudit.cli.common import cli_errors, fail, print_json
+from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json
 
 MECHANISMS = ("gaussian", "subsampled-gaussian", "laplace", "pure-dp", "upcycled-output", "upcycled-objective", "pfa-reference")
 
@@ -246,6 +246,8 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
         raise fail("--accountant all is not available with --checkpoint; name one accountant")
     if out is not None and out.is_dir():
         raise fail(f"--out {out} is a directory; give a file name, e.g. {out / ('epsilon-curve.json' if curve else 'ledger.json')}")
+    if out is not None:  # before the ledger is read and accounted, like every command's --out
+        check_out_folder(out.parent, (out.name,))
     if curve_points < 2:
         raise fail(f"--curve-points must be at least 2, got {curve_points}")
     try:
@@ -264,6 +266,9 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
     if claims_nothing:  # a run that recorded no privacy event at all (checkpoints of non-private runs before events existed)
         data.update({"max_epsilon": math.inf, "mean_epsilon": math.inf, "guarantee": "none",
                      "statement": f"{NO_GUARANTEE}: the run records no privacy events (no DP claim)"})
+    reported = read_manifest(checkpoint).get("reported_epsilon") or []  # what the training framework itself claimed
+    if reported:
+        data["reported_epsilon"] = reported
     written = None
     if out is not None:
         from privaudit.report.producers import ledger_result
@@ -292,6 +297,13 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
             console.print("[red]those clients' releases add no calibrated noise (see the assumptions)[/red]")
     else:
         console.print(f"max ε = {_fmt(summary.max_epsilon)}   mean ε = {_fmt(summary.mean_epsilon)}   (the federation's guarantee is the max)")
+    for claim in reported if isinstance(reported, list) else []:
+        if isinstance(claim, dict):
+            who = "" if claim.get("client") is None else f" for client {claim['client']}"
+            value = claim.get("epsilon")
+            shown = _fmt(float(value)) if isinstance(value, int | float) else str(value)
+            console.print(f"reported by {escape(str(claim.get('source')))}{escape(who)}: ε = {escape(shown)} at δ = {claim.get('delta')} "
+                          f"(privaudit's {summary.accountant} above, at δ = {delta:g})")
     if not summary.all_valid:
         console.print("[red]some clients' ε rest on assumptions that fail (valid = no): see their assumptions in --json[/red]")
     assumptions = sorted({a for c in summary.per_client.values() for a in c.assumptions})

@@ -47,6 +47,7 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("batch_size", int | None, None, "--batch-size", help="Local mini-batch size (default 32; PrivateFL 64, PFA 8)."),
         option("lr", float | None, None, "--lr", help="Local learning rate (default 0.01; PrivateFL 0.1, CDP 0.005; PFA 0.1)."),
         option("momentum", float | None, None, "--momentum", help="Local SGD momentum (default 0.5 as Upcycled-FL; PrivateFL and PFA 0)."),
+        option("double_softmax", bool, False, "--double-softmax", help="Train on cross-entropy of softmax(logits), as Upcycled-FL's code does (its models end in Softmax under CrossEntropyLoss)."),
         option("seed", int, 0, "--seed", help="Seed of sampling, stragglers, shuffling, noise and model initialisation."),
         option("data_seed", int, 0, "--data-seed", help="Seed of the data generator / partition (kept fixed across training seeds)."),
         option("num_clients", int | None, None, "--num-clients", "--clients", help="Number of clients (pooled datasets)."),
@@ -55,11 +56,13 @@ def _common_parameters() -> list[inspect.Parameter]:
         option("dataset_option", list[str] | None, None, "--dataset-option", help="Extra dataset option KEY=VALUE (repeatable), e.g. dim=20."),
         option("execution", str | None, None, "--execution", help="auto (default; PrivateFL: sequential), batched (stacked clients) or sequential."),
         option("eval_every", int, 1, "--eval-every", help="Evaluate the global model every k iterations (and after the last)."),
-        option("eval_train_loss", bool, False, "--eval-train-loss", help="Also evaluate on every client's training data (as the Upcycled-FL code publishes)."),
+        option("eval_train_loss", bool, False, "--eval-train-loss", help="Also evaluate loss and accuracy on every client's training data (as the Upcycled-FL code publishes)."),
         option("out", Path | None, None, "--out", help="Checkpoint directory to write (with DIR/training.json, a 'training' result for privaudit report)."),
         option("save_client_updates", bool, False, "--save-client-updates", help="Also store every released client model per round."),
         option("overwrite", bool, False, "--overwrite", help="Replace an existing checkpoint in --out."),
         option("threads", int, 1, "--threads", help="torch intra-op threads (logistic regression and small MLPs train fastest with 1)."),
+        option("device", str, "cpu", "--device", help="Where clients train: cpu (default), cuda, cuda:<index> or auto (cuda if present)."),
+        option("workers", int, 1, "--workers", help="CPU processes training the clients that do not batch (CNNs, DP-SGD), each with cores // workers threads."),
         option("quiet", bool, False, "--quiet", help="No progress bar."),
         option("json_", bool, False, "--json", help="Print the run summary as JSON."),
     ]
@@ -148,9 +151,12 @@ def _summary(result, out: Path | None) -> dict[str, Any]:
         "rounds": len(history),
         "training_rounds": sum(1 for m in history if m.trained),
         "final_test_accuracy": result.final_accuracy,
+        **({"final_train_accuracy": history[-1].global_train_accuracy} if history and history[-1].global_train_accuracy is not None else {}),
         "privacy_events": len(result.ledger.events),
         "invalid_privacy_events": sum(1 for e in result.ledger.events if not e.valid),
         "seconds": result.seconds,
+        "device": result.info.hardware.get("device_name"),
+        "workers": result.info.hardware.get("workers"),
         "checkpoint": None if out is None else str(out),
     }
 
@@ -189,8 +195,13 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError(f"train needs {', '.join(missing)} (or --list)")
         if kwargs["threads"] < 1:
             raise InvalidParameterError(f"--threads must be at least 1, got {kwargs['threads']}")
+        if kwargs["workers"] < 1:
+            raise InvalidParameterError(f"--workers must be at least 1, got {kwargs['workers']}")
         if kwargs["out"] is not None:  # before any data is loaded or model built
             check_out_folder(kwargs["out"])
+        from privaudit.device import resolve_device
+
+        resolve_device(kwargs["device"])  # an absent device is one line, before any data is loaded
         import torch
 
         from privaudit.fl.algorithms.registry import algorithm_spec
@@ -214,7 +225,7 @@ def register(app: typer.Typer) -> None:
             privacy=kwargs["privacy"],
             privacy_options={k: kwargs[k] for k in privacy_option_names if kwargs[k] is not None},
             local=LocalTrainingConfig(epochs=settings["local_epochs"], batch_size=settings["batch_size"], lr=settings["lr"],
-                                      momentum=settings["momentum"]),
+                                      momentum=settings["momentum"], double_softmax=kwargs["double_softmax"]),
             clients_per_round=kwargs["clients_per_round"],
             sampling=settings["sampling"],
             stragglers=kwargs["stragglers"],
@@ -224,6 +235,8 @@ def register(app: typer.Typer) -> None:
             partition=kwargs["partition"],
             dataset_options=_parse_dataset_options(kwargs["dataset_option"]),
             execution=settings["execution"],
+            device=kwargs["device"],
+            workers=kwargs["workers"],
             eval_every=kwargs["eval_every"],
             eval_train_loss=kwargs["eval_train_loss"],
         )

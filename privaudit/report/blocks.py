@@ -76,6 +76,8 @@ class Section:
     key: str
     title: str
     blocks: list[Block] = field(default_factory=list)
+    #: a lead section opens the report: rendered right under the title, before the intro and the contents
+    lead: bool = False
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """``privaudit report``: any set of result files → Markdown + one self-contained HTML + the merged JSON.
 
-Sections appear when their results are present (claims, per-client ε, ε vs rounds, membership ROC,
-reconstructions, accuracy, tables, and one section per evidence result) and the configuration/versions table
-is always there. What is absent is listed at the end, so a partial set of results still renders and says what
-it lacks. The merged ``results.json`` is itself an input: ``privaudit report <report dir> --out X`` renders the
+A report with claim results opens with the claims at a glance (one figure: each claim's claimed ε, accountants'
+ε and attacks' lower bounds on one ε axis). Sections appear when their results are present (claims, per-client ε,
+ε vs rounds, membership ROC, reconstructions, accuracy, tables, and one section per evidence result) and the
+configuration/versions table is always there. What is absent is listed at the end (hand-made tables excepted), so
+a partial set of results still renders and says what it lacks. The merged ``results.json`` is itself an input: ``privaudit report <report dir> --out X`` renders the
 same report again.
 
 :func:`build_page` is the other output: one evidence result rendered as its standalone page
@@ -22,7 +23,15 @@ from privaudit.report.collect import Collection, collect
 from privaudit.report.evidence import PAGES, PageFiles, evidence_section, write_page
 from privaudit.report.render import to_html, to_markdown
 from privaudit.report.results import merged_dict
-from privaudit.report.sections import BUILDERS, SECTION_TITLES, Bullets, Section, configuration_section
+from privaudit.report.sections import (
+    BUILDERS,
+    HAND_MADE_KINDS,
+    SECTION_TITLES,
+    Bullets,
+    Section,
+    configuration_section,
+    overview_section,
+)
 
 
 @dataclass(frozen=True)
@@ -37,14 +46,15 @@ class ReportFiles:
 
 def build_sections(collection: Collection) -> tuple[list[Section], list[str]]:
     grouped = collection.by_kind()
-    sections: list[Section] = []
+    overview = overview_section(grouped.get("claim-audit", []))
+    sections: list[Section] = [] if overview is None else [overview]
     missing: list[str] = []
     for kind, builder in BUILDERS.items():
         section = builder(grouped.get(kind, []))
-        if section is None:
-            missing.append(SECTION_TITLES[kind])
-        else:
+        if section is not None:
             sections.append(section)
+        elif kind not in HAND_MADE_KINDS:
+            missing.append(SECTION_TITLES[kind])
     sections += [evidence_section(res) for res in collection.results if res.kind in PAGES]
     unknown = sorted(set(grouped) - set(BUILDERS) - set(PAGES))
     sections.append(configuration_section(collection.results))

@@ -106,3 +106,138 @@ def _finite(value) -> float:
     except (TypeError, ValueError):
         return float("nan")
     return v if math.isfinite(v) else float("nan")
+
+
+# -- the claims at a glance -----------------------------------------------------------------------------------------
+VERDICT_COLOURS = {"refuted": "#b03a2e", "not supported": "#b03a2e", "consistent": "#1e8449", "supported": "#1e8449",
+                   "inconclusive": "#9a7d0a", "fact": "#1f618d"}
+_IMPLEMENTATION, _PAPER, _ATTACK, _CLAIMED = "#2e86c1", "#8e44ad", "#c0392b", "#111111"
+
+
+def _axis_span(values: Sequence[float]) -> tuple[float, float]:
+    """Decades (lo, hi) that hold every finite positive ε (the positions of 0 and ∞ lie outside them)."""
+    finite = [v for v in values if 0 < v < math.inf]
+    if not finite:
+        return 0.0, 1.0
+    lo, hi = math.floor(math.log10(min(finite))), math.ceil(math.log10(max(finite)))
+    return float(lo), float(max(hi, lo + 1))
+
+
+def claims_overview_figure(panels: Sequence, width: float = 11.0) -> bytes:
+    """One panel per claim (``privaudit.report.claim_overview.ClaimPanel``), one row per reading, on one log ε axis.
+
+    Per row: the claimed ε (black bar), each accountant's ε (blue: the code as run, purple: the paper's
+    assumptions; a line from lower to upper end, a diamond where they coincide, ◂ for an upper bound alone, faded
+    where the accountant's assumptions fail) and each attack's certified lower bound (red ▸: ε ≥ this). 0 and ∞
+    get their own positions at the ends of the axis. The panel title carries the claim's verdict in its colour.
+    """
+    from matplotlib.lines import Line2D
+
+    values = [v for p in panels for v in p.values()]
+    lo, hi = _axis_span(values)
+    g = max(0.4, 0.08 * (hi - lo))  # width (decades) of the grey zones at either end that hold ε = 0 and ε = ∞
+    x_zero, x_inf = 10 ** (lo - 1.5 * g), 10 ** (hi + 1.5 * g)
+    heights = [len(p.rows) + 1.2 for p in panels]
+    fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights},
+                             figsize=(width, 1.0 + 0.3 * sum(heights)))
+
+    def at(value: float) -> float:
+        return x_inf if value == math.inf else (x_zero if value <= 0 else value)
+
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        n = len(panel.rows)
+        ax.set_ylim(n - 0.5, -0.7)
+        ax.axvspan(10 ** (lo - 2 * g), 10 ** (lo - g), color="#eeeeee", zorder=0)
+        ax.axvspan(10 ** (hi + g), 10 ** (hi + 2 * g), color="#eeeeee", zorder=0)
+        if panel.claimed is not None:
+            ax.axvline(at(panel.claimed), color=_CLAIMED, lw=0.8, ls=":", zorder=1)
+        for y, row in enumerate(panel.rows):
+            if y % 2:
+                ax.axhspan(y - 0.5, y + 0.5, color="#f6f6f6", zorder=0)
+            if row.note:
+                note = row.note if len(row.note) <= 100 else row.note[:99] + "…"
+                ax.text(0.5, y, note, transform=ax.get_yaxis_transform(), ha="center", va="center",
+                        fontsize=7.5, color="#555555", style="italic")
+            if row.claimed is not None:
+                ax.plot([at(row.claimed)], [y], "|", color=_CLAIMED, ms=16, mew=2.2, zorder=2)  # under the marks
+            k = len(row.accountants)
+            for j, mark in enumerate(row.accountants):
+                yy = y - 0.3 + (0.3 * j / (k - 1) if k > 1 else 0.15)  # accountants above the row's middle, attacks below
+                colour = _IMPLEMENTATION if mark.implementation else _PAPER
+                alpha, style = (1.0, "-") if mark.assumptions_hold else (0.4, "--")
+                upper = at(mark.upper)
+                if mark.lower is None:
+                    ax.plot([upper], [yy], "<", color=colour, alpha=alpha, ms=6, zorder=3)
+                elif mark.lower >= mark.upper * (1 - 1e-9):
+                    ax.plot([upper], [yy], "D", color=colour, alpha=alpha, ms=5, zorder=3)
+                else:
+                    ax.plot([at(mark.lower), upper], [yy, yy], style, color=colour, alpha=alpha, lw=2.4,
+                            solid_capstyle="butt", zorder=3)
+                    ax.plot([at(mark.lower)], [yy], "|", color=colour, alpha=alpha, ms=7, mew=1.6, zorder=3)
+                    ax.plot([upper], [yy], "o", color=colour, alpha=alpha, ms=4.5, zorder=3)
+            for b in row.lower_bounds:
+                filled = b.value > 0
+                ax.plot([at(b.value)], [y + 0.2], ">", ms=7, zorder=5, color=_ATTACK,
+                        markerfacecolor=_ATTACK if filled else "white")
+            verdict_colour = VERDICT_COLOURS.get(row.verdict, "#555555")
+            ax.text(1.005, y, row.verdict, transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7.5,
+                    color=verdict_colour, fontweight="bold")
+        ax.set_yticks(range(n))
+        ax.set_yticklabels([r.label if len(r.label) <= 44 else r.label[:43] + "…" for r in panel.rows], fontsize=7.5)
+        ax.tick_params(axis="y", length=0)
+        colour = VERDICT_COLOURS.get(panel.verdict, "#333333")
+        claimed = "no ε claimed" if panel.claimed is None else f"claimed ε = {panel.claimed:.4g}" + (
+            f", δ = {panel.delta:g}" if panel.delta else "")
+        title = f"{panel.claim_id}: {claimed} — {panel.verdict.upper()}"
+        if panel.basis and len(title) + len(panel.basis) <= 110:  # the basis, where it fits on the line
+            title += f" ({panel.basis})"
+        ax.set_title(title, loc="left", fontsize=9, color=colour, fontweight="bold")
+        ax.grid(True, axis="x", which="major", alpha=0.3)
+    bottom = axes[-1, 0]
+    bottom.set_xscale("log")
+    bottom.set_xlim(10 ** (lo - 2 * g), 10 ** (hi + 2 * g))
+    decades = range(int(lo), int(hi) + 1)
+    bottom.set_xticks([x_zero, *(10.0 ** d for d in decades), x_inf])
+    bottom.set_xticklabels(["0", *(f"$10^{{{d}}}$" for d in decades), "∞"])
+    bottom.minorticks_off()
+    bottom.set_xlabel("ε (log scale; the grey ends hold ε = 0 and ε = ∞)")
+    handles = [Line2D([], [], ls="", marker="|", ms=12, mew=2.2, color=_CLAIMED, label="claimed ε"),
+               Line2D([], [], lw=2.4, marker="o", ms=4.5, color=_IMPLEMENTATION,
+                      label="accountant ε, the code as run (from lower | to upper ●)"),
+               Line2D([], [], lw=2.4, color=_PAPER, label="accountant ε, the paper's assumptions"),
+               Line2D([], [], ls="", marker="D", ms=5, color="#555555", label="accountant ε, exact (lower = upper)"),
+               Line2D([], [], ls="", marker="<", ms=6, color="#555555", label="accountant: upper bound only"),
+               Line2D([], [], lw=2.4, ls="--", alpha=0.4, color="#555555", label="faded: its assumptions fail"),
+               Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, label="attack: certified ε lower bound"),
+               Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, markerfacecolor="white", label="attack: lower bound 0")]
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=7.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def client_epsilon_histogram(epsilons: Sequence[float], budgets: Sequence[float | None], title: str,
+                             delta: float | None) -> bytes:
+    """How many clients spent how much ε (log-spaced bins), split into clients within and over their budget."""
+    import numpy as np
+
+    finite = [e for e in epsilons if 0 < e < math.inf]
+    lo, hi = (min(finite), max(finite)) if finite else (1.0, 10.0)
+    edges = np.logspace(math.log10(lo) - 0.05, math.log10(hi) + 0.05, 16 if len(finite) > 30 else 10)
+    over = [e for e, b in zip(epsilons, budgets, strict=True) if b is not None and e > b * (1 + 1e-9) and 0 < e < math.inf]
+    within = [e for e, b in zip(epsilons, budgets, strict=True) if not (b is not None and e > b * (1 + 1e-9)) and 0 < e < math.inf]
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    ax.hist([within, over], bins=edges, stacked=True, color=["#2e86c1", "#c0392b"],
+            label=["within its budget" if any(b is not None for b in budgets) else "clients", "over its budget"])
+    ax.set_xscale("log")
+    ax.set_xlabel("ε spent per client (log scale)" + (f", δ = {delta:g}" if delta else ""))
+    ax.set_ylabel("clients")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    others = len(epsilons) - len(finite)
+    extra = f"; {others} client(s) at ε = 0 or ∞ not shown" if others else ""
+    ax.set_title(f"{title}\n{len(epsilons)} clients, max ε = {max(epsilons):.3g}{extra}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.25)
+    return png_bytes(fig)

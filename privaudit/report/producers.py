@@ -68,7 +68,8 @@ def _total_rounds(manifest: Mapping[str, Any] | None, ledger: PrivacyLedger | No
 def training_data(manifest: Mapping[str, Any], label: str | None = None) -> dict[str, Any]:
     """Test accuracy/loss of the global model at every evaluated round (rounds whose ``test_accuracy`` is set).
 
-    ``rounds``, ``accuracy``, ``loss`` and ``train_loss`` are aligned lists (loss entries may be ``None``);
+    ``rounds``, ``accuracy``, ``loss``, ``train_loss`` and ``train_accuracy`` are aligned lists (loss entries may be
+    ``None``; ``train_accuracy`` — the global model's on the pooled training data — only with ``--eval-train-loss``);
     ``final_accuracy`` is the manifest's (the last evaluation), ``total_rounds`` the loop's length.
     """
     metrics = [m for m in manifest.get("metrics") or [] if isinstance(m, dict)]
@@ -84,6 +85,7 @@ def training_data(manifest: Mapping[str, Any], label: str | None = None) -> dict
         "accuracy": [float(m["test_accuracy"]) for m in evaluated],
         "loss": [m.get("test_loss") for m in evaluated],
         "train_loss": [m.get("train_loss") for m in evaluated],
+        "train_accuracy": [m.get("global_train_accuracy") for m in evaluated],
         "final_accuracy": manifest.get("final_accuracy"),
         "total_rounds": _total_rounds(manifest),
         "training_rounds": sum(1 for m in metrics if m.get("trained")),

@@ -1,8 +1,8 @@
 """Render blocks to Markdown (figures as PNG files) and to one self-contained HTML file.
 
-Two Markdown layouts: a report (:func:`to_markdown`: title, contents, one ``##`` per section, figures under
-``figures/``) and a standalone evidence page (:func:`page_markdown`: ``# title`` and its blocks, figures next to
-the page). The HTML embeds every figure as a ``data:`` URI and carries its own small stylesheet: one file that
+Two Markdown layouts: a report (:func:`to_markdown`: title, its lead sections (the overview it opens with), intro,
+contents, one ``##`` per section, figures under ``figures/``) and a standalone evidence page (:func:`page_markdown`:
+``# title`` and its blocks, figures next to the page). The HTML embeds every figure as a ``data:`` URI and carries its own small stylesheet: one file that
 opens anywhere, with no scripts and no network access.
 """
 
@@ -81,16 +81,28 @@ def _block_markdown(block: Block, figure_dir: str | None, files: dict[str, bytes
     raise TypeError(f"not a report block: {block!r}")
 
 
+def _lead_first(sections: Sequence[Section]) -> tuple[list[Section], list[Section]]:
+    """(lead sections, the others), each in their given order: lead sections open the report (e.g. its overview figure)."""
+    return [s for s in sections if s.lead], [s for s in sections if not s.lead]
+
+
 def to_markdown(title: str, intro: Sequence[str], sections: Sequence[Section], figure_dir: str = "figures") -> tuple[str, dict[str, bytes]]:
-    """(markdown text, {relative figure path: PNG bytes})."""
+    """(markdown text, {relative figure path: PNG bytes}): title, lead sections, intro, contents, the other sections."""
+    lead, rest = _lead_first(sections)
     lines = [f"# {title}", ""]
-    lines += [text for line in intro for text in (line, "")]
-    lines += ["Contents: " + " · ".join(f"[{s.title}](#{s.key})" for s in sections), ""]
     files: dict[str, bytes] = {}
-    for section in sections:
-        lines += [f'<a id="{section.key}"></a>', f"## {section.title}", ""]
+
+    def add(section: Section) -> None:
+        lines.extend([f'<a id="{section.key}"></a>', f"## {section.title}", ""])
         for block in section.blocks:
-            lines += [*_block_markdown(block, figure_dir, files, heading_offset=1), ""]
+            lines.extend([*_block_markdown(block, figure_dir, files, heading_offset=1), ""])
+
+    for section in lead:
+        add(section)
+    lines += [text for line in intro for text in (line, "")]
+    lines += ["Contents: " + " · ".join(f"[{s.title}](#{s.key})" for s in [*lead, *rest]), ""]
+    for section in rest:
+        add(section)
     return "\n".join(lines), files
 
 
@@ -106,16 +118,24 @@ def page_markdown(page: Page) -> tuple[str, dict[str, bytes]]:
 
 
 def to_html(title: str, intro: Sequence[str], sections: Sequence[Section]) -> str:
+    lead, rest = _lead_first(sections)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>"]
-    parts += [f'<p class="meta">{_inline_html(line)}</p>' for line in intro]
-    parts.append("<nav><ul>" + "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in sections) + "</ul></nav>")
-    for section in sections:
+
+    def add(section: Section) -> None:
         parts.append(f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>')
-        parts += [_block_html(block) for block in section.blocks]
+        parts.extend(_block_html(block) for block in section.blocks)
         parts.append("</section>")
+
+    for section in lead:
+        add(section)
+    parts += [f'<p class="meta">{_inline_html(line)}</p>' for line in intro]
+    parts.append("<nav><ul>" + "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in [*lead, *rest])
+                 + "</ul></nav>")
+    for section in rest:
+        add(section)
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -15,6 +15,12 @@ from typing import Any
 
 from privaudit.report import figures
 from privaudit.report.blocks import Block, Bullets, Figure, Paragraph, Section, Table
+from privaudit.report.claim_overview import (
+    ClientEpsilons,
+    claim_panels,
+    per_client_epsilons,
+    reading_client_epsilons,
+)
 from privaudit.report.results import Result
 
 VERDICT_MEANING = [
@@ -189,6 +195,32 @@ def _sources_table(results: Sequence[Result]) -> Table | None:
     return Table(["claim", "the paper's words (seed file, section)", "stated by the paper", "chosen by privaudit (why)"], rows)
 
 
+def overview_section(results: Sequence[Result]) -> Section | None:
+    """The figure a report opens with: every claim's claimed ε, accountants' ε and attacks' lower bounds on one axis."""
+    panels = claim_panels(results)
+    if not panels:
+        return None
+    caption = ("One panel per claim, one row per reading (its verdict on the right), on one log ε axis: the claimed ε "
+               "(black bar), each accountant's ε (blue: the code as run, purple: under the paper's assumptions; a line from "
+               "its lower to its upper end, ◆ where they coincide, ◀ an upper bound alone, faded where its assumptions "
+               "fail) and each attack's certified ε lower bound (red ▶). A red ▶ or an accountant's lower end right of "
+               "the black bar is more ε than claimed.")
+    refuted = [p.claim_id for p in panels if p.verdict in ("refuted", "not supported")]
+    summary = (f"{len(refuted)} of {len(panels)} claim(s) refuted or not supported: {', '.join(refuted)}." if refuted
+               else f"None of the {len(panels)} claim(s) is refuted.")
+    return Section("overview", "The claims at a glance", [
+        Figure("claims-overview", figures.claims_overview_figure(panels), caption),
+        Paragraph(f"{summary} The numbers, the reasons and the papers' words are in the Claims section below.")], lead=True)
+
+
+def _histogram(group: ClientEpsilons, name: str) -> Figure:
+    over = sum(1 for e, b in zip(group.epsilons, group.budgets, strict=True) if b is not None and e > b * (1 + 1e-9))
+    budgets = any(b is not None for b in group.budgets)
+    return Figure(name, figures.client_epsilon_histogram(group.epsilons, group.budgets, group.title, group.delta),
+                  f"How many clients spent how much ε ({group.title}): {len(group.epsilons)} clients"
+                  + (f", {over} over their own budget." if budgets else "."))
+
+
 def claims_section(results: Sequence[Result]) -> Section | None:
     if not results:
         return None
@@ -226,6 +258,10 @@ def claims_section(results: Sequence[Result]) -> Section | None:
                              "file and section); *chosen* numbers are not in the paper — privaudit picked them, for the "
                              "reason given:"), sources]
     blocks += _reading_tables(results)
+    groups = reading_client_epsilons(results)
+    if groups:
+        blocks.append(Paragraph("**Per-client ε the readings recorded** (each client's ε against its own budget):"))
+        blocks += [_histogram(group, f"claims-clients-{i}") for i, group in enumerate(groups)]
     notes = _claim_notes(results)
     if notes:  # validity statements (e.g. whether a composed bound may be used) belong next to the numbers
         blocks += [Paragraph("Notes:"), Bullets(notes)]
@@ -279,6 +315,9 @@ def ledger_section(results: Sequence[Result]) -> Section | None:
         if per_client:
             blocks.append(Figure(f"ledger-{i}", figures.client_epsilon_figure(per_client, res.title, float(delta)),
                                  f"Per-client ε at δ = {fmt(delta)} against budgets ({res.title})."))
+            group = per_client_epsilons(per_client, res.title, float(delta))
+            if group is not None:
+                blocks.append(_histogram(group, f"ledger-histogram-{i}"))
     return Section("ledger", "Per-client ε vs budget", blocks)
 
 
@@ -380,21 +419,44 @@ def inversion_section(results: Sequence[Result]) -> Section | None:
     return Section("inversion", "Gradient inversion", [Table(["attack", "defence", "PSNR (dB)", "SSIM", "label accuracy", "ε"], rows), *blocks])
 
 
+#: Evaluated rounds averaged in the training table (the Upcycled-FL reproduction compares the mean of the last 10).
+_LAST_ROUNDS = 10
+
+
+def _last(values: Sequence[float]) -> float | None:
+    return next((v for v in reversed(values) if v == v), None)
+
+
+def _tail_mean(values: Sequence[float], count: int = _LAST_ROUNDS) -> float | None:
+    kept = [v for v in values if v == v][-count:]
+    return sum(kept) / len(kept) if kept else None
+
+
 def training_section(results: Sequence[Result]) -> Section | None:
+    """Test accuracy (and, where recorded, the global model's training accuracy) per round, one row per run."""
     if not results:
         return None
-    series, longest = {}, []
+    series, rows, longest = {}, [], []
     for res in results:
         d = res.data
         label = str(d.get("label") or d.get("algorithm"))
         rounds = list(d.get("rounds") or [])
-        series[label] = [a if a is not None else float("nan") for a in d.get("accuracy") or []]
+        test = [a if a is not None else float("nan") for a in d.get("accuracy") or []]
+        train = [a if a is not None else float("nan") for a in d.get("train_accuracy") or []]
+        series[label] = test
+        if any(v == v for v in train):
+            series[f"{label} (train)"] = train
+        rows.append([label, fmt(_last(test), 4), fmt(_tail_mean(test), 4), fmt(_last(train), 4), fmt(_tail_mean(train), 4)])
         if len(rounds) > len(longest):
             longest = rounds
-    png = figures.lines_figure(longest, series, "Test accuracy vs rounds", "round", "test accuracy")
-    rows = [[label, fmt(next((v for v in reversed(vals) if v == v), None), 4)] for label, vals in series.items()]
-    return Section("training", "Accuracy vs rounds", [Table(["run", "final test accuracy"], rows),
-                                                      Figure("accuracy", png, "Global model test accuracy per round.")])
+    png = figures.lines_figure(longest, series, "Accuracy vs rounds", "round", "accuracy")
+    last = f"mean of last {_LAST_ROUNDS} evaluations"
+    header = ["run", "final test accuracy", f"test accuracy, {last}", "final train accuracy", f"train accuracy, {last}"]
+    return Section("training", "Accuracy vs rounds", [
+        Table(header, rows),
+        Figure("accuracy", png, "Global model accuracy per round: on the pooled test set, and on the pooled training data "
+                                "where the run evaluated it (--eval-train-loss)."),
+    ])
 
 
 def tables_section(results: Sequence[Result]) -> Section | None:
@@ -428,6 +490,9 @@ BUILDERS = {
     "training": training_section,
     "table": tables_section,
 }
+#: Kinds no privaudit command writes (``table``: a hand-made table of any shape): a report without them lacks
+#: nothing, so their absence is not listed under "What this report does not contain".
+HAND_MADE_KINDS = frozenset({"table"})
 SECTION_TITLES = {
     "claim-audit": "Claims",
     "ledger": "Per-client ε vs budget",

@@ -9,7 +9,8 @@ Through :func:`privaudit.cli.app.main`, as a user would type them:
   fail the test if they are called;
 * a write that fails after the work anyway (disk full) keeps the result in a temporary folder and says where;
 * forged checkpoints (sha256s recomputed after changing tensor shapes) and non-UTF-8 schedule files;
-* SIGTERM and Ctrl-C during a process-pool run: the pool stops at once, leaving no worker and no semaphore.
+* SIGTERM and Ctrl-C during a process-pool run: the pool stops at once, leaving no worker and no semaphore, and the
+  command exits 143 (SIGTERM) or 130 (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ BAD_INPUTS: list[tuple[str, tuple[str, ...], str]] = [
     ("ce-checkpoint-empty", ("compute-epsilon", "--checkpoint", "{dir}", "--delta", "1e-5"), "not a trained federation"),
     ("ce-checkpoint-binary", ("compute-epsilon", "--checkpoint", "{binary}", "--delta", "1e-5"), ""),
     ("ce-out-folder", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--out", "{dir}"), "is a directory"),
-    ("ce-out-under-file", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--out", "{file}/x.json"), "cannot write"),
+    ("ce-out-under-file", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--out", "{file}/x.json"), "is a file"),
     ("ce-unknown-accountant", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--accountant", "nope"), "nope"),
     # train
     ("train-unknown-algorithm", ("train", "--algorithm", "nope", *TINY, "--rounds", "1"), "nope"),
@@ -240,6 +241,7 @@ EXPENSIVE = (
     ("privaudit.audit.scores_audit", "audit_score_file"),
     ("privaudit.report.build", "build_report"),
     ("privaudit.report.build", "build_page"),
+    ("privaudit.fl.engine.checkpoint", "read_ledger"),  # compute-epsilon --checkpoint: nothing read, nothing accounted
 )
 
 
@@ -260,6 +262,10 @@ def no_work(monkeypatch):
 
 
 BAD_OUT: list[tuple[str, tuple[str, ...], str]] = [
+    ("ce-ledger-out-under-file", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--out", "{file}/ledger.json"),
+     "a-file is a file, not a folder"),
+    ("ce-curve-out-under-file", ("compute-epsilon", "--checkpoint", "{ck}", "--delta", "1e-5", "--curve",
+                                 "--out", "{file}/sub/curve.json"), "cannot be created: .* is a file"),
     ("mia-out-file", ("attack", "membership", "--checkpoint", "{ck}", "--out", "{file}", "--quiet"), "is a file, not a folder"),
     ("mia-lira-out-under-file", ("attack", "membership", "--checkpoint", "{ck}", "--attack", "lira", "--shadows", "2",
                                  "--out", "{file}/sub", "--quiet"), "cannot be created: .* is a file"),
@@ -466,12 +472,14 @@ def test_interrupted_process_pool_stops_at_once_and_cleanly(files, tmp_path, sig
                 process.kill()
             for leftover in [int(p.name) for p in pids.iterdir() if p.name != "first"]:
                 with contextlib.suppress(ProcessLookupError):
-                    if _alive(leftover) and process.returncode != 130:  # a failed run: end its workers too
+                    if _alive(leftover) and process.returncode not in (130, 143):  # a failed run: end its workers too
                         os.kill(leftover, signal.SIGKILL)
     time.sleep(1.0)  # the resource tracker reports leaked semaphores when the parent's pipe closes
     err = (tmp_path / "stderr").read_text()
     assert stopped_after < 15, f"the pool waited for its trials ({stopped_after:.1f} s)"
-    assert code == 130 and [line for line in err.splitlines() if line.strip()] == ["error: aborted"], err
+    # the shell's conventions: 128 + the signal's number (SIGTERM 15 → 143, Ctrl-C's SIGINT 2 → 130)
+    expected = {signal.SIGTERM: (143, "error: terminated (SIGTERM)"), signal.SIGINT: (130, "error: aborted")}[signum]
+    assert (code, [line for line in err.splitlines() if line.strip()]) == (expected[0], [expected[1]]), err
     assert "leaked semaphore" not in err and "Traceback" not in err
     assert not [pid for pid in workers if _alive(pid)], "pool workers outlived the command"
     assert len((out / "shadows" / "trials.jsonl").read_text().splitlines()) == 1  # the finished trial is kept for the re-run

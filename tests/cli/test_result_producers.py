@@ -166,7 +166,7 @@ def test_report_renders_the_three_sections(private_run, pfa_run, tmp_path, capsy
     [
         (["--mechanism", "gaussian", "--noise-multiplier", "1", "--steps", "3", "--delta", "1e-5", "--out", "x.json"], "needs --checkpoint"),
         (["--schedule", "s.json", "--delta", "1e-5", "--curve"], "needs --checkpoint"),
-        (["CHECKPOINT", "--delta", "1e-5", "--out", "UNDER_A_FILE"], "cannot write --out"),
+        (["CHECKPOINT", "--delta", "1e-5", "--out", "UNDER_A_FILE"], "file is a file, not a folder"),  # before any work
         (["CHECKPOINT", "--delta", "1e-5", "--curve", "--out", "A_DIRECTORY"], "is a directory"),
         (["CHECKPOINT", "--delta", "1e-5", "--curve", "--curve-points", "1"], "at least 2"),
         (["CHECKPOINT", "--curve", "--out", "c.json"], "needs --delta"),

@@ -29,8 +29,25 @@ def test_logistic_regression_and_mlps_use_the_layer_program():
     _check(nn.Sequential(nn.Linear(6, 5), nn.LeakyReLU(0.1), nn.Linear(5, 4), nn.LogSoftmax(dim=1)), (6,), "layers")
 
 
-def test_convolutional_models_fall_back_to_vmap():
-    _check(build_model("pfa-cnn", (1, 28, 28), 10), (1, 28, 28), "vmap")
+def test_convolutional_models_use_grouped_convolutions_in_the_layer_program():
+    """Lane by lane what the model computes with that lane's weights (float32 summation order aside)."""
+    for name, shape in (("pfa-cnn", (1, 28, 28)), ("fedreg-cnn", (1, 28, 28)), ("convnet", (3, 16, 16)), ("lenet-dlg", (3, 16, 16))):
+        model = build_model(name, shape, 10)
+        stacked = build_stacked_model(model, shape)
+        assert stacked is not None and stacked.kind == "layers" and stacked.convolutional
+        generator = torch.Generator().manual_seed(0)
+        params = {n: torch.stack([p.detach() * (1 + 0.2 * torch.randn(p.shape, generator=generator)) for _ in range(3)])
+                  for n, p in model.named_parameters()}
+        x = torch.randn((3, 4, *shape), generator=generator)
+        got = stacked.forward(params, x)
+        for lane in range(3):
+            want = functional_call(model, {n: t[lane] for n, t in params.items()}, (x[lane],))
+            torch.testing.assert_close(got[lane], want, rtol=1e-4, atol=1e-5 * float(want.abs().max()) + 1e-6)
+
+
+def test_convolutions_the_layer_program_cannot_stack_fall_back_to_vmap():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, padding_mode="circular"), nn.Flatten(), nn.Linear(2 * 36, 3))
+    _check(model, (1, 6, 6), "vmap")
 
 
 def test_dropout_lanes_draw_their_own_seeded_masks():

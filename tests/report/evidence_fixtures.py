@@ -95,8 +95,10 @@ def inversion(root: Path) -> Path:
 
     records = [record("FedAvg", "analytic", [math.inf, 40.0]), record("FedAvg", "ig", [16.0, 15.0]),
                record("FedAvg+DP-SGD σ=1", "ig", [4.0, 4.5], sigma=1.0), record("FedReg+MG", "analytic", [24.0, 26.0]),
-               record("FedReg+MG", "ig (naive)", [6.0, 7.0]), record("FedReg+MG", "adaptive-mg", [8.0]),
-               record("FedReg+MG", "adaptive-mg (labels known)", [9.0], labels_known=True)]
+               record("FedReg", "ig (naive)", [6.5, 7.5]), record("FedReg+MG", "ig (naive)", [6.0, 7.0]),
+               record("FedReg", "adaptive", [8.5]), record("FedReg", "adaptive (labels known)", [9.5], labels_known=True),
+               record("FedReg+MG", "adaptive", [8.0]),
+               record("FedReg+MG", "adaptive (labels known)", [9.0], labels_known=True)]
     settings = {"images": 2, "adaptive_images": 1, "iterations": 2, "seed": 0, "threads": 1, "datasets": ["digits"],
                 "dataset_names": {"digits": "sklearn digits (8×8)"}, "local": {"lr": 0.1, "local_steps": 1, "batch_size": None},
                 "fedreg": {"gamma": 0.5, "pseudo_step": 1e-3, "fgsm_steps": 10}, "clip": 1.0, "delta": 1e-5,

@@ -1,5 +1,6 @@
 """`privaudit report`: every section and figure present, self-contained HTML, clear errors."""
 
+import html
 import json
 import re
 import shutil
@@ -12,7 +13,7 @@ from privaudit.report.build import build_report
 
 from .fixtures import write_fixture_results
 
-SECTION_IDS = ["claims", "ledger", "epsilon-curve", "membership", "inversion", "training", "tables", "configuration"]
+SECTION_IDS = ["overview", "claims", "ledger", "epsilon-curve", "membership", "inversion", "training", "tables", "configuration"]
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +28,17 @@ def test_every_section_and_figure(report):
     files, *_ = report
     assert list(files.sections[: len(SECTION_IDS)]) == SECTION_IDS
     md = files.markdown.read_text()
-    for title in ("## Claims", "## Per-client ε vs budget", "## ε vs rounds", "## Membership inference",
+    for title in ("## The claims at a glance", "## Claims", "## Per-client ε vs budget", "## ε vs rounds", "## Membership inference",
                   "## Gradient inversion", "## Accuracy vs rounds", "## Tables", "## Configuration and versions"):
         assert title in md
     for fig in files.figures:
         assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"({fig.parent.name}/{fig.name})" in md
-    assert {f.name for f in files.figures} >= {"ledger-0.png", "epsilon-curve-0.png", "roc.png", "inversion-0.png", "accuracy.png"}
+    assert {f.name for f in files.figures} >= {"claims-overview.png", "ledger-0.png", "ledger-histogram-0.png", "epsilon-curve-0.png",
+                                               "roc.png", "inversion-0.png", "accuracy.png"}
+    # the report opens with the claims at a glance: its figure is the first thing under the title
+    assert md.split("\n## ")[1].startswith("The claims at a glance") and md.index("![") < md.index("Contents:")
+    assert md.index("(figures/claims-overview.png)") == min(md.index(f"(figures/{f.name})") for f in files.figures)
     assert "upcycled-thm6.2-fig3" in md
     # the claim's verdict names its basis, with each basis' reason; a result file without bases shows its reason
     assert "**refuted** — refuted (as implemented)<br>as implemented: **refuted** — reference-clock-rng: ε = ∞" in md
@@ -70,6 +75,7 @@ def test_partial_set_lists_what_is_missing(tmp_path):
     paths = write_fixture_results(tmp_path / "r")
     files = build_report([paths[0]], tmp_path / "out")
     assert "Gradient inversion" in files.missing and "## What this report does not contain" in files.markdown.read_text()
+    assert "Tables" not in files.missing  # hand-made tables: no privaudit command writes them, so none is missing
 
 
 def test_cli(report, tmp_path, capsys):
@@ -112,6 +118,35 @@ def test_html_loads_cleanly_in_headless_chromium(report, tmp_path):
     run = subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1280,2400", url],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000
+
+
+#: Added to a copy of the report (the report itself carries no scripts): once the page has loaded, records which
+#: element follows the title, which figure comes first, and whether its image decoded and where it sits.
+_PROBE = """<script>window.addEventListener('load', function () {
+  var fig = document.querySelector('figure'), img = fig && fig.querySelector('img');
+  var first = document.querySelector('h1').nextElementSibling;
+  document.body.setAttribute('data-probe', JSON.stringify({figure: fig && fig.id, first: first && first.id,
+    complete: !!(img && img.complete), width: img ? img.naturalWidth : 0,
+    top: img ? Math.round(img.getBoundingClientRect().top) : -1}));
+});</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Debian chromium is not installed (make test installs it when it can)")
+def test_the_report_opens_with_the_claims_figure_in_headless_chromium(report, tmp_path):
+    files, *_ = report
+    probe = tmp_path / "probe.html"
+    probe.write_text(files.html.read_text().replace("</body>", _PROBE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400"]
+    dom = subprocess.run([_chromium(), *flags, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    found = re.search(r'data-probe="([^"]*)"', dom.stdout)
+    assert found, "the page's load event never ran"
+    state = json.loads(html.unescape(found.group(1)))
+    # the overview section follows the title, its figure is the page's first, decoded, and starts in the first screen
+    assert state["first"] == "overview" and state["figure"] == "fig-claims-overview", state
+    assert state["complete"] and state["width"] > 600 and 0 < state["top"] < 400, state
 
 
 def test_report_inside_its_audit_directory_does_not_count_twice(tmp_path):

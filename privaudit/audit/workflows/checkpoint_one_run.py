@@ -79,6 +79,25 @@ def _one_run_scores(spec, options: OneRunOptions, progress: bool):
     return in_s, out_s, drawn
 
 
+def bound_one_run(checkpoint: Path, claim: CheckpointClaim, in_s, out_s, options: CheckpointAuditOptions):
+    """The one-run routes' ε lower bounds on Bernoulli canary scores, the verdict and the attack's metrics.
+
+    Routes: ``one-run`` and ``one-run-fdp`` (Gaussian ledger) or ``one-run-fdp-box``, each at α/2. The ledger never
+    certifies its own claim (:mod:`privaudit.audit.workflows.checkpoint_claim`): the attack decides. Returns
+    ``(bounds, verdict, metrics, family, family_reason, routes)``.
+    """
+    family, family_reason = run_mechanism_family(checkpoint)
+    routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
+    share = float(options.significance) / 2
+    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
+                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed)
+              for name in routes]
+    verdict = decide(claim.epsilon, claim.delta, bounds, [])
+    metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()
+    metrics.pop("roc", None)
+    return bounds, verdict, metrics, family, family_reason, routes
+
+
 def run_one_run_audit(checkpoint: str | Path, options: OneRunOptions, *, progress: bool = True) -> OneRunAudit:
     """Re-train the checkpoint's recipe once with input canaries and bound ε in one run (see the module docstring)."""
     started = time.perf_counter()
@@ -86,16 +105,7 @@ def run_one_run_audit(checkpoint: str | Path, options: OneRunOptions, *, progres
     spec = training_recipe(checkpoint, "one-run audit")
     claim: CheckpointClaim = checkpoint_claim(checkpoint, options.delta, options.accountant, options.claimed_epsilon)
     in_s, out_s, drawn = _one_run_scores(spec, options, progress)
-    family, family_reason = run_mechanism_family(checkpoint)
-    routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
-    share = float(options.significance) / 2
-    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
-                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed)
-              for name in routes]
-    # the ledger never certifies its own claim (checkpoint_claim's module docstring): the attack decides
-    verdict = decide(claim.epsilon, claim.delta, bounds, [])
-    metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()
-    metrics.pop("roc", None)
+    bounds, verdict, metrics, family, family_reason, routes = bound_one_run(checkpoint, claim, in_s, out_s, options)
     details = {"canary_kind": drawn.kind, "signal": options.signal, "train_spec": spec.to_dict(),
                "mechanism_family": family.value, "mechanism_family_reason": family_reason,
                "routes": list(routes), "design": "bernoulli: each canary inserted independently with probability ½",

@@ -39,7 +39,7 @@ from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.accounting.mechanisms import Neighbouring
 from privaudit.data.base import ClientData
 from privaudit.fl.engine import params as P
-from privaudit.fl.engine.local_training import LocalObjective
+from privaudit.fl.engine.local_training import LocalObjective, Schedule
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import SeedTree
 
@@ -119,6 +119,15 @@ class ClientResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ClientDraws:
+    """A training round's local epochs and mini-batch orders, aligned with its sampled clients, for an algorithm that
+    draws them itself (:meth:`Algorithm.client_draws`); a ``None`` schedule keeps the federation's seeded one."""
+
+    epochs: tuple[int, ...]
+    schedules: tuple[Schedule | None, ...]
+
+
 def example_weighted_average(results: Sequence[ClientResult]) -> State:
     """ω̄ = Σ_i p_i ω_i with p_i = |D_i| / Σ_{j sampled} |D_j| (FedProx Alg. 2 / Upcycled-FL 003 Alg. 2)."""
     return P.weighted_average([r.state for r in results], [r.num_examples for r in results])
@@ -177,6 +186,15 @@ class Algorithm:
     def select_clients(self, training_round: int, rng: np.random.Generator) -> Sequence[int] | None:
         """The clients of training round ``training_round`` for algorithms that choose them (PFA's budget pre-check),
         drawn with the round's seeded sampling stream ``rng``; ``None`` (default): the federation samples them."""
+        return None
+
+    def client_draws(self, training_round: int, sampled: Sequence[int], epochs: Sequence[int],
+                     config: FederationConfig) -> ClientDraws | None:
+        """The local epochs and mini-batch orders of the sampled clients (sorted ids) when they do not come from the
+        federation's seeded streams ("stragglers", "shuffle"); ``epochs`` are the ones those streams drew. The
+        reference code's clock-seeded privatizers use it: there the global generator, reseeded from the clock at
+        every release, drives the next client's straggler draw and shuffles
+        (:mod:`privaudit.fl.privacy.clock_seed`). ``None`` (default): the federation's draws."""
         return None
 
     def end_federation(self, result: FederationResult) -> None:
@@ -326,6 +344,10 @@ class AlgorithmWrapper(Algorithm):
 
     def select_clients(self, training_round: int, rng: np.random.Generator) -> Sequence[int] | None:
         return self.inner.select_clients(training_round, rng)
+
+    def client_draws(self, training_round: int, sampled: Sequence[int], epochs: Sequence[int],
+                     config: FederationConfig) -> ClientDraws | None:
+        return self.inner.client_draws(training_round, sampled, epochs, config)
 
     def end_federation(self, result: FederationResult) -> None:
         self.inner.end_federation(result)

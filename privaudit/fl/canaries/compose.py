@@ -44,11 +44,13 @@ def run_spec_on_dataset(
     eval_every: int | None = None,
     observers: Sequence = (),
     progress: bool = False,
+    make_trainer: Callable | None = None,
 ):
     """Train ``spec``'s federation on an already built ``dataset`` (canary-augmented, a shadow half, ...).
 
     ``algorithm`` defaults to the spec's own (with its privacy mechanism); ``seed`` and ``eval_every`` override
-    the spec's. Returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
+    the spec's; ``make_trainer`` goes to :func:`~privaudit.fl.engine.round_loop.run_federation`. Returns the
+    :class:`~privaudit.fl.engine.round_loop.FederationResult`.
     """
     from dataclasses import replace
 
@@ -65,4 +67,4 @@ def run_spec_on_dataset(
     config = spec.federation_config()
     chosen = algorithm if algorithm is not None else build_algorithm(spec)
     model = spec.model or default_model_for(dataset)
-    return run_federation(dataset, model, chosen, config, observers=list(observers), progress=progress)
+    return run_federation(dataset, model, chosen, config, observers=list(observers), progress=progress, make_trainer=make_trainer)

@@ -10,9 +10,17 @@ Layout::
     DIR/tensors/clients_rNNNN.safetensors   with ``save_client_updates``: every model a client released in
                                             round NNNN (key ``<client>/<param>``) and its other released
                                             tensors (``<client>/extras/<name>/<param>``)
+    DIR/tensors/partition.safetensors       recorded federations (privaudit.interop): each client's training rows
+                                            (``client/<id>``) and the ``non_members`` rows of the dataset reference
+    DIR/tensors/data.safetensors            recorded federations that store their arrays (``x``, ``y``)
+                                            (both read by :mod:`privaudit.fl.engine.recorded_data`)
     DIR/training.json                       written by ``privaudit train``: a ``training`` result (accuracy per
                                             round) for ``privaudit report``; not part of the checkpoint (never
                                             read or hashed here; a new run into DIR removes the old one)
+
+The model is rebuilt from ``model.name`` (privaudit's registry) or ``model.architecture`` (a recorded ``nn.Sequential``,
+or a user factory imported only when the caller trusts it: :mod:`privaudit.fl.engine.architecture`). The manifest's
+JSON Schema ships as ``privaudit/schemas/federation-manifest.schema.json``.
 
 Reading validates the schema, the manifest's own hash and, for every tensor file it opens, size and sha256
 *before* parsing; corrupted, truncated or tampered files raise one :class:`~privaudit.errors.CheckpointError`.
@@ -164,6 +172,12 @@ def _read_verified(root: Path, relative: str, manifest: Mapping[str, Any]) -> by
     return data
 
 
+def read_tensor_file(root: str | os.PathLike, relative: str, manifest: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors of file ``relative`` (a path the manifest lists) of the checkpoint at ``root``, verified first."""
+    root = Path(root)
+    return _parse(_read_verified(root, relative, manifest), str(root / relative))
+
+
 def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Check the manifest and the size and sha256 of every tensor file; returns the manifest."""
     manifest = read_manifest(path)
@@ -247,11 +261,14 @@ class TrainedFederation:
         if self._shapes is None:
             model = self.manifest["model"]
             recorded = {name: tuple(shape) for name, shape in model.get("parameters", {}).items()}
+            built = None
             if model.get("name"):
                 built = architecture_shapes(model)
-                if recorded != built:
-                    raise CheckpointError(f"{self.root / MANIFEST} records tensors that model {model['name']!r} does not have: "
-                                          f"{_describe(recorded, built)}")
+            elif isinstance(model.get("architecture"), dict) and model["architecture"].get("kind") == "sequential":
+                built = _sequential_shapes(model)  # rebuilt from an allow-list of torch.nn layers, no code imported
+            if built is not None and recorded != built:
+                raise CheckpointError(f"{self.root / MANIFEST} records tensors that model {model.get('name') or 'sequential'!r} does not have: "
+                                      f"{_describe(recorded, built)}")
             self._shapes = recorded
         return self._shapes
 
@@ -300,16 +317,45 @@ class TrainedFederation:
             check_shapes(entry["state"], self.parameter_shapes, f"client {client}'s release in {self.root / relative}", complete=False)
         return out
 
-    def build_model(self, round_: int | None = None):
-        """The model architecture with the global weights of ``round_`` loaded (named models only)."""
-        from privaudit.models import build_model
+    def build_model(self, round_: int | None = None, *, trust_factory: str | None = None):
+        """The model architecture with the global weights of ``round_`` loaded.
+
+        Named models and recorded ``nn.Sequential`` architectures are rebuilt from the manifest; a recorded user
+        factory only when ``trust_factory`` names it (:mod:`privaudit.fl.engine.architecture`).
+        """
+        from privaudit.fl.engine.architecture import build_architecture, rebuildable
 
         model_info = self.manifest["model"]
-        if not model_info.get("name"):
-            raise CheckpointError(f"{self.root} was trained with a custom module; rebuild it and load global_state()")
-        model = build_model(model_info["name"], tuple(model_info["input_shape"]), int(model_info["num_classes"]))
-        model.load_state_dict(self.global_state(round_), strict=False)
+        problem = rebuildable(model_info, trust_factory)
+        if problem:
+            raise CheckpointError(f"{self.root}: {problem}" if model_info.get("architecture") else
+                                  f"{self.root} was trained with a custom module; rebuild it and load global_state()")
+        state = self.global_state(round_)  # verified against the recorded shapes before any module is allocated
+        with _forked_rng():
+            model = build_architecture(model_info, trust_factory)
+        if not model_info.get("name"):  # a rebuilt custom architecture must hold exactly the recorded tensors
+            from privaudit.fl.engine.params import model_state
+
+            check_shapes(state, {k: tuple(v.shape) for k, v in model_state(model).items()}, f"{self.root}'s model", complete=True)
+        model.load_state_dict(state, strict=False)
         return model
+
+
+def _forked_rng():
+    import torch
+
+    return torch.random.fork_rng(devices=[])
+
+
+def _sequential_shapes(model_info: Mapping[str, Any]) -> Shapes:
+    import torch
+
+    from privaudit.fl.engine.architecture import build_sequential
+    from privaudit.fl.engine.params import model_state
+
+    with _forked_rng(), torch.device("meta"):  # shapes only: a forged layer size allocates nothing
+        module = build_sequential(model_info["architecture"].get("layers"))
+    return {name: tuple(tensor.shape) for name, tensor in model_state(module).items()}
 
 
 # -- writing ----------------------------------------------------------------------------------------
@@ -334,17 +380,8 @@ class CheckpointWriter:
         self.tensors: dict[str, dict[str, Any]] = {}
         self.metrics: list[dict[str, Any]] = []
 
-    def _write(self, relative: str, tensors: Mapping[str, torch.Tensor], metadata: dict[str, str]) -> None:
-        from safetensors.torch import save
-
-        data = save({k: v.detach().contiguous() for k, v in tensors.items()}, metadata=metadata)
-        target = self.root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        self.tensors[relative] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), **metadata}
-
-    # RoundObserver interface ----------------------------------------------------------------------
-    def on_start(self, info: RunInfo) -> None:
+    def prepare(self) -> None:
+        """Create the directory and remove a previous run's manifest, training result and tensor files."""
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / MANIFEST).unlink(missing_ok=True)
@@ -355,6 +392,32 @@ class CheckpointWriter:
                     old.unlink()
         except OSError as exc:
             raise CheckpointError(f"cannot write to {self.root}: {exc.strerror or exc}") from None
+
+    def write_tensors(self, relative: str, tensors: Mapping[str, torch.Tensor], metadata: dict[str, str]) -> None:
+        """Write one safetensors file under the checkpoint and record its sha256 and size for the manifest."""
+        self._write(relative, tensors, metadata)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Write ``manifest`` (with every tensor file written so far) atomically, its own sha256 added last."""
+        manifest = json.loads(json.dumps({**manifest, "tensors": self.tensors}, ensure_ascii=False))  # hash what a reader sees
+        manifest["manifest_sha256"] = manifest_digest(manifest)
+        temporary = self.root / (MANIFEST + ".tmp")
+        temporary.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+        os.replace(temporary, self.root / MANIFEST)
+
+    def _write(self, relative: str, tensors: Mapping[str, torch.Tensor], metadata: dict[str, str]) -> None:
+        from safetensors.torch import save
+
+        # saved from the CPU: a checkpoint written on any device loads on any other
+        data = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata)
+        target = self.root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self.tensors[relative] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), **metadata}
+
+    # RoundObserver interface ----------------------------------------------------------------------
+    def on_start(self, info: RunInfo) -> None:
+        self.prepare()
         self.info = info
         self._write(global_file(0), info.initial_state, {"kind": "global", "round": "0"})
 
@@ -393,17 +456,13 @@ class CheckpointWriter:
                 "execution": info.execution_mode,
             },
             "seeds": info.seeds,
+            "hardware": dict(getattr(info, "hardware", {}) or {}),
             "dataset": info.dataset,
             "ledger": result.ledger.to_dict(),
             "metrics": [m.to_dict() for m in result.history],
             "final_accuracy": result.final_accuracy,
             "seconds": result.seconds,
             "save_client_updates": self.save_client_updates,
-            "tensors": self.tensors,
             **self.extra,
         }
-        manifest = json.loads(json.dumps(manifest, ensure_ascii=False))  # the digest is of what a reader will see
-        manifest["manifest_sha256"] = manifest_digest(manifest)
-        temporary = self.root / (MANIFEST + ".tmp")
-        temporary.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
-        os.replace(temporary, self.root / MANIFEST)
+        self.write_manifest(manifest)

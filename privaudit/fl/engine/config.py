@@ -81,18 +81,28 @@ class LocalTrainingConfig:
     linear correction, objective-perturbation noise), which is exactly what Upcycled-FL's
     ``FedProxOptimizer`` computes, since there the proximal term and the noise are added to the momentum
     buffer in place (osu-srml/Upcycled-FL@4dd7400:FedProxOptimizer.py, ``step``).
+
+    ``double_softmax``: the mini-batch loss is the cross-entropy of softmax(logits) instead of the logits, i.e.
+    −log softmax(softmax(z))_y. Upcycled-FL's models all end in ``nn.Softmax`` and are trained with
+    ``nn.CrossEntropyLoss`` on top (osu-srml/Upcycled-FL@4dd7400:models.py, client/avg.py), as is PFA's logistic
+    regression (Emory-AIMS/PFA@72b3f89); privaudit's models return logits, so this switch reproduces what those
+    codes train. It applies to the local SGD of the federation (both trainers); solvers that compute their own
+    loss refuse it.
     """
 
     epochs: int = 10
     batch_size: int = 32
     lr: float = 0.01
     momentum: float = 0.5
+    double_softmax: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epochs", _int_at_least("local epochs", self.epochs, 1))
         object.__setattr__(self, "batch_size", _int_at_least("batch size", self.batch_size, 1))
         object.__setattr__(self, "lr", _float_in("learning rate", self.lr, 0.0, math.inf, low_open=True, high_open=True))
         object.__setattr__(self, "momentum", _float_in("momentum", self.momentum, 0.0, 1.0, high_open=True))
+        if not isinstance(self.double_softmax, bool):
+            raise InvalidParameterError(f"double_softmax must be true or false, got {self.double_softmax!r}")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""Evaluation of the global model: pooled test accuracy, per-client test accuracy, optional training loss.
+"""Evaluation of the global model: pooled test accuracy, per-client test accuracy, optional training loss and accuracy.
 
 Evaluation is the experimenter's measurement, not part of the protocol: the evaluator copies the test (and,
 if asked, training) tensors once before round 1, so server-only rounds stay provably data-free for the
 protocol (:class:`~privaudit.fl.algorithms.upcycled.Upcycled`). Evaluating on clients' *training* data every
-round is what the Upcycled-FL code publishes (audit point U9); it is off by default.
+round is what the Upcycled-FL code publishes (audit point U9); it is off by default. Its training accuracy is the
+reference's: correct predictions over all clients' training examples pooled (osu-srml/Upcycled-FL@4dd7400:server/avg.py,
+``test``, weights each client's accuracy by its share of the training examples, which is the pooled accuracy).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Evaluation:
     per_client_accuracy: list[float | None]
     personalised_accuracy: float | None = None
     train_loss: float | None = None
+    train_accuracy: float | None = None
 
 
 def _copy(x: np.ndarray) -> torch.Tensor:
@@ -96,7 +99,9 @@ class Evaluator:
                     hits += int((predictions == self.client_test[1][lo:hi]).sum())
                     total += hi - lo
             personalised = hits / total if total else None
-        train_loss = None
+        train_loss = train_accuracy = None
         if self.train is not None:
-            train_loss = float(F.cross_entropy(self._logits(state, self.train[0]), self.train[1]))
-        return Evaluation(test_accuracy, test_loss, per_client, personalised, train_loss)
+            train_logits = self._logits(state, self.train[0])
+            train_loss = float(F.cross_entropy(train_logits, self.train[1]))
+            train_accuracy = float((train_logits.argmax(dim=1) == self.train[1]).double().mean())
+        return Evaluation(test_accuracy, test_loss, per_client, personalised, train_loss, train_accuracy)

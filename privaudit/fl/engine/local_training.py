@@ -116,6 +116,13 @@ def make_schedule(num_examples: int, epochs: int, batch_size: int, rng: np.rando
 
     This is a ``DataLoader(shuffle=True, drop_last=False)`` pass per epoch, as in the Upcycled-FL client.
     """
+    return schedule_from_orders(num_examples, epochs, batch_size, lambda: rng.permutation(num_examples))
+
+
+def schedule_from_orders(num_examples: int, epochs: int, batch_size: int, next_order) -> Schedule:
+    """``epochs`` passes, each over the order ``next_order()`` returns, cut into batches of ``batch_size`` (the last
+    one smaller): how a schedule is laid out whatever draws its orders (numpy here, torch's DataLoader in
+    :mod:`privaudit.fl.privacy.clock_seed`)."""
     if num_examples < 1:
         raise InvalidParameterError("a client with no training examples cannot train")
     per_epoch = -(-num_examples // batch_size)
@@ -124,7 +131,7 @@ def make_schedule(num_examples: int, epochs: int, batch_size: int, rng: np.rando
     sizes = np.empty(epochs * per_epoch, dtype=np.int64)
     step = 0
     for _ in range(epochs):
-        order = rng.permutation(num_examples)
+        order = next_order()
         for start in range(0, num_examples, batch_size):
             chunk = order[start : start + batch_size]
             indices[step, : len(chunk)] = chunk
@@ -180,7 +187,7 @@ def run_lanes(
     weights = [p.detach().clone() for p in params]
     counts = active_counts(steps)
     lanes = weights[0].shape[0] if weights else 0
-    loss_sum = torch.zeros(lanes, dtype=torch.float64)
+    loss_sum = torch.zeros(lanes, dtype=torch.float64, device=weights[0].device if weights else None)
     buffers = [torch.zeros_like(w) for w in weights] if config.momentum > 0 else None
     personal = [w.clone() for w in weights] if isinstance(solver, MoreauEnvelope) else None
     with torch.no_grad():

@@ -16,7 +16,9 @@ class RoundMetrics:
     ``test_loss`` are the global model's on the pooled test set after the round; ``per_client_accuracy`` the
     global model's on each client's test split (``None`` for clients without test data). Evaluation fields are
     ``None`` in rounds that were not evaluated (``eval_every``). ``epochs`` lists the local epochs each sampled
-    client ran, ``stragglers`` the ids of the sampled clients that ran fewer than E.
+    client ran, ``stragglers`` the ids of the sampled clients that ran fewer than E. ``global_train_loss`` and
+    ``global_train_accuracy`` are the global model's on all clients' training data pooled (only with
+    ``eval_train_loss``; the papers report training accuracy).
     """
 
     round: int
@@ -30,6 +32,7 @@ class RoundMetrics:
     per_client_accuracy: list[float | None] | None = None
     personalised_accuracy: float | None = None
     global_train_loss: float | None = None
+    global_train_accuracy: float | None = None
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:

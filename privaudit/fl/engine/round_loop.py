@@ -20,12 +20,17 @@ and after the last round ``algorithm.end_federation(result)`` completes the reco
 
 Everything random comes from one :class:`~privaudit.fl.engine.seeding.SeedTree`, so on CPU a run is repeatable
 bit for bit.
+
+Local training runs on ``device`` (:mod:`privaudit.device`; the trainer is the device boundary, everything else —
+algorithms, privatizers and their noise, evaluation, the ledger, checkpoints — stays on the CPU) and, on the CPU,
+optionally over ``workers`` processes; both are recorded in :attr:`RunInfo.hardware` and the checkpoint manifest.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,6 +63,8 @@ class RunInfo:
     initial_state: State
     execution_mode: str
     seeds: dict[str, Any]
+    #: where local training ran: ``{"device": "cpu", "device_name": "cpu (2 cores, x86_64)", "workers": 1, ...}``
+    hardware: dict[str, Any] = field(default_factory=dict)
 
 
 class RoundObserver:
@@ -116,6 +123,17 @@ def input_bounds(dataset: FederatedDataset) -> tuple[torch.Tensor, torch.Tensor]
     return ((low - mean) / std).reshape(shape), ((high - mean) / std).reshape(shape)
 
 
+@contextmanager
+def _closing(trainer) -> Iterator[None]:
+    """Stop the trainer's worker processes (if it has any) when the round loop ends, however it ends."""
+    try:
+        yield
+    finally:
+        close = getattr(trainer, "close", None)
+        if close is not None:
+            close()
+
+
 def _weighted_loss(results: Sequence[ClientResult]) -> float | None:
     total = sum(r.num_examples for r in results)
     if not results or total == 0:
@@ -139,11 +157,20 @@ def run_federation(
     *,
     observers: Sequence[RoundObserver] = (),
     progress: bool = True,
+    make_trainer: Callable[..., ClientTrainer] | None = None,
+    device: Any = None,
+    workers: int = 1,
 ) -> FederationResult:
     """Train ``algorithm`` on ``dataset`` for ``config.rounds`` iterations and return the trained federation.
 
     ``model`` is a model name (built by :func:`privaudit.models.build_model` with a seeded initialisation)
-    or a module whose current weights are the initial global model.
+    or a module whose current weights are the initial global model. ``make_trainer`` takes
+    :class:`~privaudit.fl.engine.trainer.ClientTrainer`'s arguments and returns the trainer to use (LiRA's shadow
+    federations pass one that trains many federations' clients as lanes of one stacked run,
+    :mod:`attacks.membership.batched_shadows`); default: a ``ClientTrainer``. ``device`` (``cpu``, ``cuda``,
+    ``cuda:N``, ``auto``; default :func:`privaudit.device.default_device`, i.e. the CPU unless ``PRIVAUDIT_DEVICE``
+    names another) is where clients train, ``workers`` the CPU processes they train in; both are
+    passed to ``make_trainer`` as keywords when given.
     """
     if not isinstance(config, FederationConfig):
         raise InvalidParameterError("config must be a FederationConfig")
@@ -151,7 +178,21 @@ def run_federation(
     seeds = SeedTree(config.seed)
     module, model_name = _build_model(model, dataset, seeds)
     module.train()
-    trainer = ClientTrainer(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds)
+    from privaudit.device import default_device, device_record, resolve_device
+    from privaudit.executor import threads_per_worker
+
+    if device is None:
+        device = default_device()  # privaudit audit --device: its trials' federations
+    resolved = resolve_device(device)
+    hardware_options: dict[str, Any] = {}
+    if make_trainer is None or device is not None:
+        hardware_options["device"] = resolved
+    if make_trainer is None or int(workers) != 1:
+        hardware_options["workers"] = int(workers)
+    trainer = (make_trainer or ClientTrainer)(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds,
+                                              **hardware_options)
+    hardware = {**device_record(resolved), "workers": int(workers),
+                "torch_threads": threads_per_worker(int(workers)) if int(workers) > 1 else torch.get_num_threads()}
     state = model_state(module)
     trainable = tuple(name for name, p in module.named_parameters() if p.requires_grad)
     algorithm.setup(
@@ -181,13 +222,14 @@ def run_federation(
         initial_state={k: v.clone() for k, v in state.items()},
         execution_mode=trainer.mode,
         seeds={"seed": config.seed, "scheme": SEED_SCHEME},
+        hardware=hardware,
     )
     for observer in observers:
         observer.on_start(info)
 
     history: list[RoundMetrics] = []
     training_round = 0
-    with progress_bar(algorithm.name, config.rounds, enabled=progress) as bar:
+    with progress_bar(algorithm.name, config.rounds, enabled=progress) as bar, _closing(trainer):
         for round_ in range(1, config.rounds + 1):
             round_started = time.perf_counter()
             trains = algorithm.trains_clients(round_)
@@ -207,11 +249,17 @@ def run_federation(
                 epochs = [int(e) for e in local_epochs(
                     len(sampled), config.local.epochs, config.stragglers, seeds.numpy("stragglers", training_round)
                 )]
+                # the reference code's clock-seeded privatizers draw epochs and shuffles from their clock seeds
+                draws = algorithm.client_draws(training_round, sampled, epochs, config)
+                if draws is not None:
+                    epochs = [int(e) for e in draws.epochs]
+                schedules = draws.schedules if draws is not None else (None,) * len(sampled)
                 contexts = [
                     ClientContext(round_, training_round, cid, dataset.clients[cid], ep, seeds)
                     for cid, ep in zip(sampled, epochs, strict=True)
                 ]
-                tasks = [LocalTask(c.client_id, c.data, c.epochs, algorithm.local_objective(state, c)) for c in contexts]
+                tasks = [LocalTask(c.client_id, c.data, c.epochs, algorithm.local_objective(state, c), schedule)
+                         for c, schedule in zip(contexts, schedules, strict=True)]
                 outcomes = trainer.train(state, tasks, training_round)
                 results = [algorithm.finish(state, c, o) for c, o in zip(contexts, outcomes, strict=True)]
                 for result in results:
@@ -266,6 +314,7 @@ def _round_metrics(
         per_client_accuracy=evaluation.per_client_accuracy if evaluation else None,
         personalised_accuracy=evaluation.personalised_accuracy if evaluation else None,
         global_train_loss=evaluation.train_loss if evaluation else None,
+        global_train_accuracy=evaluation.train_accuracy if evaluation else None,
         seconds=time.perf_counter() - started,
     )
 

@@ -47,6 +47,11 @@ class TrainSpec:
     execution: str = Execution.AUTO.value
     eval_every: int = 1
     eval_train_loss: bool = False
+    #: where clients train (``cpu``, ``cuda``, ``cuda:N``, ``auto``; :mod:`privaudit.device`) and in how many CPU
+    #: processes: hardware, not recipe — left out of :meth:`to_dict` (the checkpoint's ``train_spec``), recorded in
+    #: the manifest's ``hardware`` section, so a recipe re-runs anywhere
+    device: str = "cpu"
+    workers: int = 1
 
     def federation_config(self) -> FederationConfig:
         return FederationConfig(
@@ -62,7 +67,10 @@ class TrainSpec:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("device", None)
+        out.pop("workers", None)
+        return out
 
 
 def algorithm_defaults(spec: TrainSpec) -> dict[str, Any]:
@@ -138,12 +146,16 @@ def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, datas
     ``extra``.
     """
     from privaudit.data import load_dataset
+    from privaudit.device import resolve_device
     from privaudit.fl.engine.checkpoint import CheckpointWriter
     from privaudit.fl.engine.round_loop import run_federation
     from privaudit.models import default_model_for
 
     spec = with_algorithm_defaults(spec)
     config = spec.federation_config()  # validate the cheap things before loading data
+    device = resolve_device(spec.device)  # an absent device fails here, before any data is loaded
+    if isinstance(spec.workers, bool) or not isinstance(spec.workers, int) or spec.workers < 1:
+        raise InvalidParameterError(f"workers must be an integer ≥ 1, got {spec.workers!r}")
     algorithm = build_algorithm(spec)
     if dataset is None:
         dataset = load_dataset(
@@ -158,4 +170,5 @@ def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, datas
         writer = CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite,
                                   extra={"train_spec": spec.to_dict(), **(extra or {})})
         observers += [_ManifestSections(writer, algorithm), writer]
-    return run_federation(dataset, model, algorithm, config, observers=observers, progress=progress)
+    return run_federation(dataset, model, algorithm, config, observers=observers, progress=progress, device=device,
+                          workers=spec.workers)

@@ -7,12 +7,31 @@ once for all of them. Both draw each client's mini-batch order from the same see
 (``"shuffle"``, training round, client) and, for dropout, each client's masks from the same seeded stream
 (``"dropout"``, training round, client), so for the same seed they compute the same local models up to
 floating-point summation order.
+
+**Device.** The trainer is the device boundary of a federation: it takes the global state and the objectives on
+the CPU, trains on its device (a private copy of the model, the clients' data uploaded once per client, schedules
+and dropout masks moved there) and hands back CPU tensors, so algorithms, privatizers, noise draws, ledgers and
+checkpoints never depend on where training ran. On the CPU nothing is copied (``.to("cpu")`` of a CPU tensor is
+the tensor itself), so ``device="cpu"`` is the default bit for bit.
+
+**Workers.** With ``workers > 1`` (CPU only) a round's clients are spread over a persistent pool of spawned processes
+(:class:`privaudit.executor.WorkerPool`), each with ``cores // workers`` torch threads, where the work is compute:
+clients trained one after another go to the pool one by one, and stacked *convolutional* lanes are split into one
+group of lanes per worker, each group trained batched. Dense stacked models (logistic regression, MLPs) stay
+batched in the main process: their steps are too cheap to share. A client trained alone depends only on the
+global state, its task and the seed tree, never on which process runs it, so sequential local models are bit for
+bit those of ``workers=1`` when each process uses the same number of torch threads (the default: one thread per
+process on a 2-core machine with 2 workers, and ``privaudit train`` runs its main process with ``--threads 1``).
+A lane of a stacked run is computed by the same per-lane operations whatever group it is in
+(``tests/fl/test_workers.py`` checks the models agree; where a BLAS kernel chose a different blocking for a smaller
+batch of lanes they would differ in float32 rounding only).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,7 +41,8 @@ from torch import nn
 from torch.func import functional_call
 
 from privaudit.data.base import ClientData
-from privaudit.errors import InvalidParameterError
+from privaudit.device import resolve_device
+from privaudit.errors import DeviceUnavailableError, InvalidParameterError
 from privaudit.fl.engine.config import Execution, LocalTrainingConfig
 from privaudit.fl.engine.local_training import (
     ExactMinimiser,
@@ -48,6 +68,9 @@ class LocalTask:
     data: ClientData
     epochs: int
     objective: LocalObjective
+    #: mini-batch order drawn by the algorithm (:meth:`~privaudit.fl.algorithms.base.Algorithm.client_draws`);
+    #: ``None``: the trainer's seeded stream ("shuffle", training round, client)
+    schedule: Schedule | None = None
 
 
 @dataclass
@@ -63,20 +86,28 @@ class LocalOutcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def _loss_scores(logits: torch.Tensor, double_softmax: bool) -> torch.Tensor:
+    """What the cross-entropy is applied to: the logits, or softmax(logits) for the reference codes' double softmax
+    (:class:`~privaudit.fl.engine.config.LocalTrainingConfig`)."""
+    return torch.softmax(logits, dim=-1) if double_softmax else logits
+
+
 class _SequentialOracle:
     """Mini-batch gradients of one client's mean cross-entropy (one lane)."""
 
-    def __init__(self, model: nn.Module, names: Sequence[str], fixed: State, x: torch.Tensor, y: torch.Tensor, schedule: Schedule):
+    def __init__(self, model: nn.Module, names: Sequence[str], fixed: State, x: torch.Tensor, y: torch.Tensor, schedule: Schedule,
+                 double_softmax: bool = False):
         self.model, self.names, self.fixed = model, list(names), fixed
+        self.double_softmax = double_softmax
         self.x, self.y = x, y
-        self.indices = torch.from_numpy(schedule.indices)
+        self.indices = torch.from_numpy(schedule.indices).to(x.device)
         self.sizes = schedule.sizes
 
     def __call__(self, params, step, active):
         rows = self.indices[step, : int(self.sizes[step])]
         leaves = [p[0].detach().requires_grad_() for p in params]
         out = functional_call(self.model, {**self.fixed, **dict(zip(self.names, leaves, strict=True))}, (self.x[rows],))
-        loss = F.cross_entropy(out, self.y[rows])
+        loss = F.cross_entropy(_loss_scores(out, self.double_softmax), self.y[rows])
         grads = torch.autograd.grad(loss, leaves)
         return [g.unsqueeze(0) for g in grads], loss.detach().reshape(1)
 
@@ -96,8 +127,10 @@ class _StackedOracle:
         num_classes: int,
         active: np.ndarray,
         generators: Sequence[torch.Generator] | None = None,
+        double_softmax: bool = False,
     ):
         self.forward, self.names, self.fixed = stacked.forward, list(names), fixed
+        self.double_softmax = double_softmax
         self.generators = generators  # one per lane, in lane order: dropout masks (seeded as the sequential trainer's)
         self.x_all, self.y_all = x_all, y_all
         self.rows, self.weights, self.num_classes, self.active = rows, weights, num_classes, active
@@ -109,8 +142,9 @@ class _StackedOracle:
     def _load(self, step: int) -> None:
         stop = min(step + self.chunk, self.rows.shape[0])
         lanes = int(self.active[step])
-        rows = torch.from_numpy(self.rows[step:stop, :lanes])
-        weights = torch.from_numpy(self.weights[step:stop, :lanes])
+        device = self.x_all.device
+        rows = torch.from_numpy(self.rows[step:stop, :lanes]).to(device)
+        weights = torch.from_numpy(self.weights[step:stop, :lanes]).to(device)
         safe = rows.clamp_min(0)
         self.xc = self.x_all[safe]
         self.tc = F.one_hot(self.y_all[safe], self.num_classes).to(self.x_all.dtype) * weights.unsqueeze(-1)
@@ -129,13 +163,46 @@ class _StackedOracle:
         else:  # real rows per lane at this step (padding rows have weight 0), for per-lane dropout masks
             lengths = (self.weights[step, :active] > 0).sum(axis=1).tolist()
             logits = self.forward(bound, x, generators=self.generators[:active], lengths=lengths)
-        per_lane = -(torch.log_softmax(logits, dim=-1) * target).sum(dim=(1, 2))
+        per_lane = -(torch.log_softmax(_loss_scores(logits, self.double_softmax), dim=-1) * target).sum(dim=(1, 2))
         grads = torch.autograd.grad(per_lane.sum(), leaves)
         return list(grads), per_lane.detach()
 
 
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with row-major strides, size-1 dimensions included.
+
+    numpy and torch call an array with a size-1 channel dimension contiguous whatever that dimension's stride, but
+    torch's convolutions read a stride-1 channel as *channels-last* and take another kernel (other rounding). A
+    worker receives the data pickled, i.e. with canonical strides, so the trainer gives every process those.
+    """
+    expected, step = [], 1
+    for size in reversed(t.shape):
+        expected.append(step)
+        step *= max(int(size), 1)
+    return t if t.stride() == tuple(reversed(expected)) else t.clone(memory_format=torch.contiguous_format)
+
+
 def _tensors(data: ClientData) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(data.x_train), torch.from_numpy(data.y_train)
+    return _canonical(torch.from_numpy(data.x_train)), torch.from_numpy(data.y_train)
+
+
+def _to(state: State | None, device: torch.device) -> State | None:
+    """``state`` on ``device`` (the same tensors when they are there already)."""
+    return None if state is None else {k: v.to(device) for k, v in state.items()}
+
+
+def _task_to(task: LocalTask, device: torch.device) -> LocalTask:
+    objective = task.objective
+    if device.type == "cpu" or (objective.anchor is None and objective.linear is None):
+        return task
+    return replace(task, objective=replace(objective, anchor=_to(objective.anchor, device), linear=_to(objective.linear, device)))
+
+
+def _outcome_to_cpu(outcome: LocalOutcome) -> LocalOutcome:
+    cpu = torch.device("cpu")
+    outcome.state = _to(outcome.state, cpu)
+    outcome.personal = _to(outcome.personal, cpu)
+    return outcome
 
 
 class ClientTrainer:
@@ -149,9 +216,22 @@ class ClientTrainer:
         local: LocalTrainingConfig,
         execution: Execution,
         seeds: SeedTree,
+        *,
+        device: torch.device | str | None = None,
+        workers: int = 1,
     ) -> None:
-        self.model = model
+        self.device = resolve_device(device)
+        self.workers = int(workers)
+        if self.workers < 1:
+            raise InvalidParameterError(f"workers must be at least 1, got {workers}")
+        if self.workers > 1 and self.device.type != "cpu":
+            raise InvalidParameterError(f"workers > 1 parallelise CPU training across processes; on {self.device} train with workers=1")
+        # a private copy on an accelerator: the federation's module (evaluation, algorithms) stays on the CPU
+        self.model = model if self.device.type == "cpu" else copy.deepcopy(model).to(self.device)
         self.model.train()
+        self._device_data: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._pool = None
+        self._pool_payload = (model, tuple(input_shape), int(num_classes), local, seeds, execution)
         self.num_classes = int(num_classes)
         self.local = local
         self.seeds = seeds
@@ -163,21 +243,41 @@ class ClientTrainer:
                 "use execution 'sequential' or 'auto'"
             )
 
+    def tensors(self, data: ClientData, client_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A client's training inputs and labels on the trainer's device (uploaded once per client off the CPU)."""
+        if self.device.type == "cpu":
+            return _tensors(data)
+        key = id(data) if client_id is None else int(client_id)
+        cached = self._device_data.get(key)
+        if cached is None or cached[1].shape[0] != len(data.y_train):
+            x, y = _tensors(data)
+            cached = self._device_data[key] = (x.to(self.device), y.to(self.device))
+        return cached
+
+    def close(self) -> None:
+        """Stop the worker pool (if one was started)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
     @property
     def mode(self) -> str:
         """How clients were actually trained: a solver without a stacked form (DP-SGD, FedReg, FedCurv, exact
         minimisation, mixed objectives) runs per client even when the model could be stacked."""
+        workers = f" on {self.workers} worker processes" if self.workers > 1 and "pool" in getattr(self, "_used", set()) else ""
         if self.stacked is None:
-            return "sequential"
+            return "sequential" + workers
         batched = f"batched ({self.stacked.kind})"
         used = getattr(self, "_used", set())
-        if used == {"sequential"}:
-            return "sequential (the local solver has no stacked form)"
-        if used == {"batched", "sequential"}:
-            return f"{batched} and sequential"
-        return batched
+        if used - {"pool"} == {"sequential"}:
+            return "sequential (the local solver has no stacked form)" + workers
+        if used - {"pool"} == {"batched", "sequential"}:
+            return f"{batched} and sequential" + workers
+        return batched + workers
 
     def schedule(self, task: LocalTask, training_round: int) -> Schedule:
+        if task.schedule is not None:
+            return task.schedule
         rng = self.seeds.numpy("shuffle", training_round, task.client_id)
         return make_schedule(task.data.num_train, task.epochs, self.local.batch_size, rng)
 
@@ -188,11 +288,43 @@ class ClientTrainer:
         uniform = all(t.objective.solver == solver and t.objective.prox == tasks[0].objective.prox for t in tasks)
         uniform = uniform and len({t.objective.linear is None for t in tasks}) == 1
         used = self.__dict__.setdefault("_used", set())
+        device = self.device
         if self.stacked is not None and uniform and not isinstance(solver, ExactMinimiser) and not hasattr(solver, "train_client"):
             used.add("batched")
-            return self._train_batched(global_state, tasks, training_round)
+            if self.workers > 1 and len(tasks) > 1 and self.stacked.convolutional:
+                used.add("pool")
+                return self._train_in_pool(global_state, tasks, training_round, batched=True)
+            tasks = [_task_to(t, device) for t in tasks]
+            return [_outcome_to_cpu(o) for o in self._train_batched(_to(global_state, device), tasks, training_round)]
         used.add("sequential")
-        return [self.train_one(global_state, task, training_round) for task in tasks]
+        if self.workers > 1 and len(tasks) > 1:
+            used.add("pool")
+            return self._train_in_pool(global_state, tasks, training_round)
+        on_device = _to(global_state, device)
+        return [_outcome_to_cpu(self.train_one(on_device, _task_to(task, device), training_round)) for task in tasks]
+
+    def _train_in_pool(self, global_state: State, tasks: Sequence[LocalTask], training_round: int, *,
+                       batched: bool = False) -> list[LocalOutcome]:
+        """Clients one by one (``batched=False``) or one group of lanes per worker, dealt out by decreasing step count
+        so that every group runs about as many stacked steps."""
+        from privaudit.executor import WorkerPool
+
+        if self._pool is None:
+            self._pool = WorkerPool(self.workers, _worker_setup, self._pool_payload)
+        if batched:
+            steps = [self.schedule(t, training_round).steps for t in tasks]
+            order = sorted(range(len(tasks)), key=lambda i: -steps[i])
+            groups = [order[w::self.workers] for w in range(self.workers)]
+            groups = [sorted(g) for g in groups if g]
+        else:
+            groups = [[i] for i in range(len(tasks))]
+        state = _numpy_state(global_state)
+        answers = self._pool.map(_worker_train, [(state, [tasks[i] for i in group], training_round, batched) for group in groups])
+        outcomes: dict[int, LocalOutcome] = {}
+        for group, answer in zip(groups, answers, strict=True):
+            for i, outcome in zip(group, answer, strict=True):
+                outcomes[i] = _from_numpy_outcome(outcome)
+        return [outcomes[i] for i in range(len(tasks))]
 
     # -- sequential (reference) ------------------------------------------------------------------
     def train_one(self, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
@@ -200,16 +332,22 @@ class ClientTrainer:
         objective = task.objective
         fixed = {k: v.clone() for k, v in global_state.items() if k not in self.names}
         custom = getattr(objective.solver, "train_client", None)
+        if self.local.double_softmax and (custom is not None or isinstance(objective.solver, ExactMinimiser)):
+            raise InvalidParameterError(f"double softmax applies to the local SGD of the federation; the "
+                                        f"{getattr(objective.solver, 'kind', type(objective.solver).__name__)} solver computes its own loss")
         if custom is not None:  # solvers that run the whole client job themselves (DP-SGD, privaudit.fl.privacy.dpsgd)
+            if self.device.type != "cpu" and not getattr(objective.solver, "device_ready", False):
+                raise DeviceUnavailableError(f"the local solver {type(objective.solver).__name__} runs on the CPU only; "
+                                             f"train with device 'cpu' instead of {self.device}")
             return custom(self, global_state, task, training_round)
-        x, y = _tensors(task.data)
+        x, y = self.tensors(task.data, task.client_id)
         if isinstance(objective.solver, ExactMinimiser):
             from privaudit.fl.engine.glm import minimise_exactly
 
             state, info = minimise_exactly(self.model, self.names, global_state, x, y, objective)
             return LocalOutcome(task.client_id, state, steps=info["iterations"], epochs=task.epochs, mean_loss=info["loss"], info=info)
         schedule = self.schedule(task, training_round)
-        oracle = _SequentialOracle(self.model, self.names, fixed, x, y, schedule)
+        oracle = _SequentialOracle(self.model, self.names, fixed, x, y, schedule, self.local.double_softmax)
 
         def lane(values: State | None) -> list[torch.Tensor] | None:
             return None if values is None else [values[n].unsqueeze(0) for n in self.names]
@@ -251,7 +389,7 @@ class ClientTrainer:
         weights = np.zeros((total_steps, len(lanes), width), dtype=np.float32)
         xs, ys, offset = [], [], 0
         for lane, (task, plan) in enumerate(zip(lanes, plans, strict=True)):
-            x, y = _tensors(task.data)
+            x, y = self.tensors(task.data, task.client_id)
             xs.append(x)
             ys.append(y)
             block = plan.indices
@@ -266,7 +404,7 @@ class ClientTrainer:
         # each lane's dropout stream is the one its client uses when trained alone ("dropout", round, client)
         generators = [self.seeds.torch("dropout", training_round, t.client_id) for t in lanes] if self.stacked.random else None
         oracle = _StackedOracle(self.stacked, self.names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, self.num_classes,
-                                active, generators)
+                                active, generators, self.local.double_softmax)
 
         def stack(values: list[State | None]) -> list[torch.Tensor] | None:
             if values[0] is None:
@@ -301,3 +439,40 @@ class ClientTrainer:
                 personal=personal,
             )
         return [outcomes[i] for i in range(len(tasks))]
+
+
+# -- worker processes (privaudit.executor.WorkerPool) ----------------------------------------------------------------
+def _numpy_state(state: State | None) -> dict[str, np.ndarray] | None:
+    """Tensors as numpy arrays for the pipe to a worker (plain pickling, no shared-memory handles), bit for bit."""
+    return None if state is None else {k: v.detach().cpu().numpy() for k, v in state.items()}
+
+
+def _from_numpy(state: dict[str, np.ndarray] | None) -> State | None:
+    return None if state is None else {k: torch.from_numpy(v) for k, v in state.items()}
+
+
+def _from_numpy_outcome(outcome: LocalOutcome) -> LocalOutcome:
+    outcome.state = _from_numpy(outcome.state)
+    outcome.personal = _from_numpy(outcome.personal)
+    return outcome
+
+
+def _worker_setup(payload) -> ClientTrainer:
+    """In a worker: the federation's trainer (same model, settings and seed tree; built once per worker, one process)."""
+    model, input_shape, num_classes, local, seeds, execution = payload
+    return ClientTrainer(model, input_shape, num_classes, local, execution, seeds)
+
+
+def _worker_train(trainer: ClientTrainer, item) -> list[LocalOutcome]:
+    """In a worker: a group of clients trained as the main process would (batched or one by one), tensors returned
+    as numpy arrays."""
+    state, tasks, training_round, batched = item
+    global_state = _from_numpy(state)
+    if batched:
+        outcomes = trainer.train(global_state, tasks, training_round)
+    else:
+        outcomes = [trainer.train_one(global_state, task, training_round) for task in tasks]
+    for outcome in outcomes:
+        outcome.state = _numpy_state(outcome.state)
+        outcome.personal = _numpy_state(outcome.personal)
+    return outcomes

@@ -100,6 +100,8 @@ class DPSGD:
     lr_scales: tuple[tuple[str, float], ...] = ()
     per_sample: str = "ghost"
     kind: str = "dpsgd"
+    #: runs on the trainer's device (data, opacus' per-sample gradients, the noisy steps)
+    device_ready = True
     #: Gradient of a data-independent regulariser at the current parameters (trainable order), added to each noisy
     #: step like the objective's prox/linear terms (FedCurv's EWC penalty); ``None``: none.
     regulariser_gradient: Callable[[Sequence[torch.Tensor]], list[torch.Tensor]] | None = field(default=None, compare=False)
@@ -130,8 +132,7 @@ class DPSGD:
         """One client's local DP-SGD (called by ``ClientTrainer.train_one``)."""
         from privaudit.fl.engine.trainer import LocalOutcome
 
-        x = torch.from_numpy(task.data.x_train)
-        y = torch.from_numpy(task.data.y_train)
+        x, y = trainer.tensors(task.data, task.client_id)  # on the trainer's device (privaudit.device)
         n = len(y)
         if n < 1:
             raise InvalidParameterError(f"client {task.client_id} has no training examples for DP-SGD")
@@ -232,7 +233,9 @@ def noisy_average(sums: Sequence[torch.Tensor], noise_multiplier: float, clip_no
     std = float(noise_multiplier) * float(clip_norm)
     out = []
     for s in sums:
-        noise = torch.normal(0.0, std, size=tuple(s.shape), generator=generator, dtype=s.dtype) if std > 0 else torch.zeros_like(s)
+        # drawn from the CPU generator, then moved: the same noise on every device for a given seed
+        noise = (torch.normal(0.0, std, size=tuple(s.shape), generator=generator, dtype=s.dtype).to(s.device) if std > 0
+                 else torch.zeros_like(s))
         out.append((s + noise) / expected_batch_size)
     return out
 

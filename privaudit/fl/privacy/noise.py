@@ -36,8 +36,13 @@ def clip_to_norm(state: Mapping[str, torch.Tensor], tau: float) -> tuple[State, 
 
 
 def gaussian_noise(like: Mapping[str, torch.Tensor], std: float, generator: torch.Generator) -> State:
-    """N(0, std²) noise shaped like ``like``, drawn tensor by tensor in order (as ``torch.normal(0, std, size)``)."""
-    return {k: torch.normal(0.0, float(std), size=tuple(v.shape), generator=generator, dtype=v.dtype) for k, v in like.items()}
+    """N(0, std²) noise shaped like ``like``, drawn tensor by tensor in order (as ``torch.normal(0, std, size)``).
+
+    Drawn from ``generator`` (a CPU generator: :meth:`~privaudit.fl.engine.seeding.SeedTree.torch`) and placed on each
+    tensor's device, so a seed gives the same noise whether the federation trains on the CPU or a GPU.
+    """
+    return {k: torch.normal(0.0, float(std), size=tuple(v.shape), generator=generator, dtype=v.dtype).to(v.device)
+            for k, v in like.items()}
 
 
 def objective_noise_paper(like: Mapping[str, torch.Tensor], alpha: float, seed: int) -> State:

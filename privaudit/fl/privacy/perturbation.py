@@ -8,8 +8,13 @@
   reference code's noise (audit point U6a/b); ``solver="exact"`` runs the theorem's own setting (exact minimiser,
   :mod:`privaudit.fl.engine.glm`).
 * ``rng="clock-ms"`` seeds each draw from the clock's milliseconds as the reference code does (≤ 1000
-  distinct noise draws, audit point U5); the clock is injectable so audits are deterministic. The default draws
-  from the run's seeded stream ("output-noise"/"objective-noise", training round, client).
+  distinct noise draws, audit point U5). By default the clock is the simulated one of
+  :mod:`privaudit.fl.privacy.clock_seed`: one read per client in the reference's processing order, about 35 ms
+  apart, drawn from the run's seed (reproducible), and, as the reference's ``manual_seed(clock)`` reseeds the
+  global generator, the next client's straggler draw and mini-batch order (output perturbation) or the client's
+  own (objective perturbation) follow from the same millisecond seed (:meth:`client_draws`). An injected
+  ``clock`` callable is read once per release instead (no coupling), so audits can fix the seeds. The default
+  ``rng`` draws from the run's seeded stream ("output-noise"/"objective-noise", training round, client).
 
 Wrapped around X and inside :class:`~privaudit.fl.algorithms.upcycled.Upcycled`, a privatizer acts only in
 the rounds that train clients (Upcycled-FL's odd rounds). Each release records a
@@ -22,7 +27,6 @@ except that Thm 6.3's per-round ε, a closed form of the mechanism's parameters,
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
@@ -31,12 +35,48 @@ from typing import Any
 from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, PureDP
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientResult
+from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientDraws, ClientResult
 from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
 from privaudit.fl.engine.params import State, num_scalars
-from privaudit.fl.privacy import noise
+from privaudit.fl.privacy import clock_seed, noise
 
 Clock = Callable[[], float]
+
+
+class _ClockSeeds:
+    """The reference code's clock seeds for a privatizer: the simulated clock of
+    :mod:`~privaudit.fl.privacy.clock_seed` (default) or an injected clock read once per release."""
+
+    def __init__(self, clock: Clock | None) -> None:
+        self.clock = clock
+        self.simulated: clock_seed.ReferenceClock | None = None
+        self.rounds: dict[int, clock_seed.RoundClock] = {}
+
+    @property
+    def emulated(self) -> bool:
+        return self.clock is None
+
+    def setup(self, seeds) -> None:
+        self.simulated = clock_seed.ReferenceClock(seeds)
+        self.rounds = {}
+
+    def plan(self, training_round: int, sampled: Sequence[int]) -> clock_seed.RoundClock:
+        planned = self.simulated.round(training_round, sampled)
+        self.rounds = {training_round: planned}  # one round at a time
+        return planned
+
+    def seed(self, client: ClientContext) -> int:
+        if self.clock is not None:
+            return noise.clock_ms_seed(self.clock())
+        planned = self.rounds.get(client.training_round)
+        if planned is None or client.client_id not in planned.order:  # a release outside the round loop
+            planned = self.simulated.round(client.training_round, [client.client_id])
+        return planned.seed_of(client.client_id)
+
+    def describe(self) -> dict[str, Any]:
+        if self.clock is not None:
+            return {"clock": "injected"}
+        return {"clock": f"simulated: reference processing order, reads {clock_seed.MEAN_GAP_MS:g} ms apart on average"}
 
 
 def _parse(enum: type[Enum], value: Any, what: str) -> Any:
@@ -114,10 +154,37 @@ class OutputPerturbation(AlgorithmWrapper):
 
     mechanism_name = "output-perturbation"
 
-    def __init__(self, inner: Algorithm, config: OutputPerturbationConfig, *, clock: Clock = time.time) -> None:
+    def __init__(self, inner: Algorithm, config: OutputPerturbationConfig, *, clock: Clock | None = None) -> None:
         super().__init__(inner)
         self.config = config
         self.clock = clock
+        self._clock_seeds = _ClockSeeds(clock)
+
+    def setup(self, context) -> None:
+        super().setup(context)
+        self._clock_seeds.setup(context.seeds)
+
+    def client_draws(self, training_round: int, sampled: Sequence[int], epochs: Sequence[int], config) -> ClientDraws | None:
+        """With the simulated clock: client k+1 (in the reference's order) draws its straggler status and shuffles
+        from the generator that client k's release seeded, after its noise (:mod:`~privaudit.fl.privacy.clock_seed`)."""
+        if self.config.rng is not NoiseRng.CLOCK_MS or not self._clock_seeds.emulated:
+            return self.inner.client_draws(training_round, sampled, epochs, config)
+        planned = self._clock_seeds.plan(training_round, sampled)
+        like = self.context.initial_state
+        drawn: dict[int, tuple[int, Any]] = {}
+        for previous, client in zip(planned.seeds, planned.order[1:], strict=False):
+            generator = clock_seed.after_output_noise(previous, like, self.config.std)
+            drawn[client] = clock_seed.coupled_draws(generator, num_examples=self.context.client_sizes[client],
+                                                     epochs=config.local.epochs, batch_size=config.local.batch_size,
+                                                     straggler=config.stragglers)
+        return ClientDraws(
+            epochs=tuple(drawn[c][0] if c in drawn else int(e) for c, e in zip(sampled, epochs, strict=True)),
+            schedules=tuple(drawn[c][1] if c in drawn else None for c in sampled),
+        )
+
+    def clock_seed_of(self, client: ClientContext) -> int:
+        """The millisecond seed of ``client``'s release (simulated or read from the injected clock)."""
+        return self._clock_seeds.seed(client)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -132,7 +199,7 @@ class OutputPerturbation(AlgorithmWrapper):
         import torch
 
         if self.config.rng is NoiseRng.CLOCK_MS:
-            return torch.Generator().manual_seed(noise.clock_ms_seed(self.clock()))
+            return torch.Generator().manual_seed(self.clock_seed_of(client))
         return client.generator("output-noise")
 
     def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
@@ -178,7 +245,9 @@ class OutputPerturbation(AlgorithmWrapper):
         return self.config.to_dict()
 
     def describe(self) -> dict:
-        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict()}, "wraps": self.inner.describe()}
+        clock = self._clock_seeds.describe() if self.config.rng is NoiseRng.CLOCK_MS else {}
+        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict(), **clock},
+                "wraps": self.inner.describe()}
 
 
 @dataclass(frozen=True)
@@ -224,10 +293,11 @@ class ObjectivePerturbation(AlgorithmWrapper):
     #: Thm 6.3's proof bounds a rank-2 Hessian difference: the two datasets differ by one *replaced* record.
     neighbouring = Neighbouring.REPLACE_ONE
 
-    def __init__(self, inner: Algorithm, config: ObjectivePerturbationConfig, *, clock: Clock = time.time) -> None:
+    def __init__(self, inner: Algorithm, config: ObjectivePerturbationConfig, *, clock: Clock | None = None) -> None:
         super().__init__(inner)
         self.config = config
         self.clock = clock
+        self._clock_seeds = _ClockSeeds(clock)
         self._pending: dict[int, dict[str, Any]] = {}
 
     @property
@@ -237,10 +307,29 @@ class ObjectivePerturbation(AlgorithmWrapper):
     def setup(self, context) -> None:
         super().setup(context)
         self._pending = {}
+        self._clock_seeds.setup(context.seeds)
+
+    def client_draws(self, training_round: int, sampled: Sequence[int], epochs: Sequence[int], config) -> ClientDraws | None:
+        """With the simulated clock: one millisecond seed per client, and — as the reference reseeds the global
+        generator at the start of ``update_weights`` — each client's straggler draw and shuffles follow its own noise
+        draws under that seed (:mod:`~privaudit.fl.privacy.clock_seed`)."""
+        if self.config.rng is not NoiseRng.CLOCK_MS or not self._clock_seeds.emulated:
+            return self.inner.client_draws(training_round, sampled, epochs, config)
+        planned = self._clock_seeds.plan(training_round, sampled)
+        trainable = {n: self.context.initial_state[n] for n in self.context.trainable}
+        feature_len = math.prod(self.context.input_shape) if self.config.noise_law is ObjectiveNoiseLaw.REFERENCE else None
+        draw = clock_seed.objective_noise_draws(trainable, self.config.alpha, feature_len=feature_len)
+        drawn = {}
+        for client, seed in zip(planned.order, planned.seeds, strict=True):
+            generator = clock_seed.after_global_draw(seed, draw)
+            drawn[client] = clock_seed.coupled_draws(generator, num_examples=self.context.client_sizes[client],
+                                                     epochs=config.local.epochs, batch_size=config.local.batch_size,
+                                                     straggler=config.stragglers)
+        return ClientDraws(epochs=tuple(drawn[c][0] for c in sampled), schedules=tuple(drawn[c][1] for c in sampled))
 
     def _seed(self, client: ClientContext) -> int:
         if self.config.rng is NoiseRng.CLOCK_MS:
-            return noise.clock_ms_seed(self.clock())
+            return self._clock_seeds.seed(client)
         return client.seeds.integer("objective-noise", client.training_round, client.client_id)
 
     def draw_noise(self, like: State, client: ClientContext) -> State:
@@ -315,7 +404,9 @@ class ObjectivePerturbation(AlgorithmWrapper):
         return self.config.to_dict()
 
     def describe(self) -> dict:
-        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict()}, "wraps": self.inner.describe()}
+        clock = self._clock_seeds.describe() if self.config.rng is NoiseRng.CLOCK_MS else {}
+        return {"name": self.name, "privacy": {"mechanism": self.mechanism_name, **self.config.to_dict(), **clock},
+                "wraps": self.inner.describe()}
 
 
 class NoPrivacy(AlgorithmWrapper):

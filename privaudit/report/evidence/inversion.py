@@ -43,15 +43,129 @@ def _eps(value: float | str) -> str:
 
 
 def _attack(record: dict[str, Any]) -> str:
-    """The attack's registry name (``analytic``, ``ig``, ``adaptive-mg``) from its label (``ig (naive)``, …)."""
+    """The attack's short name (``analytic``, ``ig``, ``adaptive``) from its label (``ig (naive)``, …)."""
     return str(record["attack"]).split(" ")[0]
 
 
-def _reading(records: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else ''}{value:.1f}"
+
+
+def _range(values: Sequence[float], digits: int = 3) -> str:
+    low, high = min(values), max(values)
+    return f"{low:.{digits}g}" if f"{low:.{digits}g}" == f"{high:.{digits}g}" else f"{low:.{digits}g}–{high:.{digits}g}"
+
+
+def _landscape_sentence(landscape: Sequence[dict[str, Any]]) -> str:
+    """The matching objective the adaptive attack descends on plain FedReg, against FedAvg's (update anatomy)."""
+
+    def values(model: str, key: str) -> list[float]:
+        return [v for entry in landscape for v in (entry[model][key] if isinstance(entry[model][key], list)
+                                                    else [entry[model][key]])]
+
+    def mean_abs(model: str, key: str) -> float:
+        found = values(model, key)
+        return sum(abs(v) for v in found) / len(found) if found else float("nan")
+
+    near, random_start = values("fedreg", "loss"), values("fedreg", "loss_random_start")
+    psnrs = [v for entry in landscape for v in (entry["noisy_psnr"] if isinstance(entry["noisy_psnr"], list)
+                                                 else [entry["noisy_psnr"]])]
+    below = sum(r < max(near) for r in random_start)
+    text = (f"The objective the adaptive attack descends on plain FedReg (1 − cos) ranges over {_range(near)} at the true "
+            f"image plus noise ({_range(psnrs)} dB) and over {_range(random_start)} at random starts (FedAvg's: "
+            f"{_range(values('fedavg', 'loss'))} vs {_range(values('fedavg', 'loss_random_start'))})")
+    text += (f" — {below} of {len(random_start)} random start(s) score below the worst near-truth point, so the loss "
+             "does not lead to the image" if below else "")
+    fedreg_ratio = mean_abs("fedreg", "difference") / mean_abs("fedreg", "autograd")
+    fedavg_ratio = mean_abs("fedavg", "difference") / mean_abs("fedavg", "autograd")
+    text += (f"; along random unit directions its difference quotient (h = 0.01) is {fedreg_ratio:.0f}× the autograd "
+             f"derivative in magnitude (FedAvg: {fedavg_ratio:.0f}×), i.e. the loss changes mostly by jumps (LeakyReLU units "
+             "changing sign between the weights at which the simulated step takes gradients), which gradients do not see.")
+    return text
+
+
+def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, Any]], psnr: Any,
+                      ig_fedavg: dict[str, Any] | None, ig_model: str = "convnet",
+                      fc_model: str = "upcycled-mlp") -> list[str]:
+    """What FedReg's regulariser and MG each do, from the measured rows and the update anatomy (no fixed conclusions).
+
+    Separates the two effects the defences stack: plain FedReg (regulariser, eq. 10) against FedAvg, and FedReg+MG
+    (eq. 12 on top) against plain FedReg, under the same attack on the same images.
+    """
+    parts: list[str] = []
+
+    def row(defence: str, label: str, model: str = ig_model) -> dict[str, Any] | None:
+        return next((r for r in mine if r["defence"] == defence and r["attack"] == label
+                     and r.get("model", ig_model) == model), None)
+
+    plain_anat, mg_anat = anatomy.get("FedReg"), anatomy.get("FedReg+MG")
+    if plain_anat and mg_anat:
+        exact = max(abs(v) for a in (plain_anat, mg_anat) for v in a["simulation_one_minus_cos"])
+        parts.append(f"The adaptive attacker's simulation of the client, run on the true example and label, reproduces "
+                     f"the released update (1 − cos ≤ {exact:.1e} for FedReg and FedReg+MG): its client model is exact. "
+                     f"FedReg's regulariser alone (no MG) leaves ‖u‖/‖Δ_SGD‖ = {_range(plain_anat['norm_ratio_to_sgd'], 2)} "
+                     f"of the plain SGD step (1 − cos(u, Δ_SGD) = {_range(plain_anat['one_minus_cos_to_sgd'], 2)}): eq. (10) "
+                     "subtracts the update's component along the pseudo-data gradient, which for one example and one step "
+                     f"is nearly parallel to the data gradient; with MG, ‖u‖/‖Δ_SGD‖ = {_range(mg_anat['norm_ratio_to_sgd'], 2)}.")
+    if plain_anat and plain_anat.get("landscape"):
+        parts.append(_landscape_sentence(plain_anat["landscape"]))
+    naive_plain, naive_mg = row("FedReg", "ig (naive)"), row("FedReg+MG", "ig (naive)")
+    if naive_plain and naive_mg and ig_fedavg:
+        a, b, c = psnr(ig_fedavg), psnr(naive_plain), psnr(naive_mg)
+        parts.append(f"Naive IG (assumes FedAvg): FedAvg {_f(a)} dB, plain FedReg {_f(b)} dB, FedReg+MG {_f(c)} dB — "
+                     f"FedAvg → plain FedReg (the regulariser): {_signed((b or 0) - (a or 0))} dB, plain FedReg → FedReg+MG "
+                     f"(MG): {_signed((c or 0) - (b or 0))} dB.")
+    if plain_anat and mg_anat:
+        for label, anat in (("plain FedReg", plain_anat), ("FedReg+MG", mg_anat)):
+            released, sgd = anat["idlg_correct_released"], anat["idlg_correct_sgd"]
+            parts.append(f"iDLG reads the true label from the {label} update for {sum(released)}/{len(released)} "
+                         f"image(s) (from the plain SGD step: {sum(sgd)}/{len(sgd)})"
+                         + (": the regulariser's subtraction of w_s·g_s already changes the logit-bias update's sign "
+                            "pattern, so wrong labels there are FedReg's, not MG's." if label == "plain FedReg"
+                            and sum(released) < sum(sgd) else "."))
+    for known, what in ((True, "Given the true labels"), (False, "With labels inferred by iDLG")):
+        suffix = " (labels known)" if known else ""
+        plain, mg = row("FedReg", "adaptive" + suffix), row("FedReg+MG", "adaptive" + suffix)
+        if not (plain and mg):
+            continue
+        p_psnr, m_psnr = psnr(plain), psnr(mg)
+        losses = [v for v in plain.get("matching_loss") or [] if isinstance(v, (int, float))]
+        sentence = (f"{what}, the same adaptive attack on `{ig_model}` ({'exact client model, ' if known else ''}{plain['images']} image(s)) reaches "
+                    f"{_f(p_psnr)} dB on plain FedReg and {_f(m_psnr)} dB on FedReg+MG: MG's measured effect under this "
+                    f"attack is {'+' if (m_psnr or 0) >= (p_psnr or 0) else ''}{(m_psnr or 0) - (p_psnr or 0):.1f} dB.")
+        wrong = [f"{r['defence']} {_f(r['label_accuracy'], 2)}" for r in (plain, mg)
+                 if r.get("label_accuracy") is not None and r["label_accuracy"] < 1]
+        if wrong:
+            sentence += f" Share of right iDLG labels: {', '.join(wrong)}."
+        labels_wrong = plain.get("label_accuracy") is not None and plain["label_accuracy"] < 1
+        if p_psnr is not None and p_psnr < 20 and labels_wrong:
+            sentence += " With wrong labels the attacker's client model is not exact, so this row says nothing about MG."
+        elif p_psnr is not None and p_psnr < 20:
+            sentence += (" The attack does not invert plain FedReg" + (f" (final 1 − cos {_range(losses)} against 0 at "
+                         "the true image)" if losses else "") + ", although its model of the client is exact: it fails by "
+                         "optimisation, so neither row bounds FedReg's leakage and the difference is no measure of MG's "
+                         "protection.")
+        parts.append(sentence)
+    plain, mg = row("FedReg", "adaptive (labels known)", fc_model), row("FedReg+MG", "adaptive (labels known)", fc_model)
+    if plain and mg:
+        p_psnr, m_psnr = psnr(plain), psnr(mg)
+        parts.append(f"On the FC-first `{fc_model}`, whose first layer's update holds the input, the same adaptive attack "
+                     f"(labels known) reaches {_f(p_psnr)} dB on plain FedReg ({' / '.join(_f(v) for v in plain['psnr'])}) "
+                     f"and {_f(m_psnr)} dB on FedReg+MG ({' / '.join(_f(v) for v in mg['psnr'])}): MG's measured effect "
+                     f"there is {_signed((m_psnr or 0) - (p_psnr or 0))} dB.")
+    return parts
+
+
+def _reading(records: list[dict[str, Any]], names: dict[str, str],
+             anatomy_records: Sequence[dict[str, Any]] = (), ig_model: str = "convnet",
+             fc_model: str = "upcycled-mlp") -> list[str]:
     """Sentences computed from the measured numbers (no fixed conclusions)."""
     lines = []
     for ds in dict.fromkeys(r["dataset"] for r in records):
         mine = [r for r in records if r["dataset"] == ds]
+        anatomy = {a["dataset"]: {} for a in anatomy_records}
+        for a in anatomy_records:
+            anatomy[a["dataset"]][a["defence_label"]] = a
 
         def get(defence: str, attack: str, mine: list[dict[str, Any]] = mine) -> dict[str, Any] | None:
             return next((r for r in mine if r["defence"] == defence and r["attack"] == attack), None)
@@ -81,25 +195,7 @@ def _reading(records: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
         if dp_analytic:
             parts.append("Analytic PSNR under DP-SGD: " + ", ".join(
                 f"σ = {r['sigma']:g} → {_f(psnr(r))} dB" for r in dp_analytic) + ".")
-        naive = get("FedReg+MG", "ig (naive)")
-        if naive and ig_fedavg:
-            parts.append(f"FedReg+MG against the naive IG attacker: {_f(psnr(naive))} dB vs {_f(psnr(ig_fedavg))} "
-                         "dB for FedAvg.")
-        adaptive = next((r for r in mine if _attack(r) == "adaptive-mg" and not r["labels_known"]), None)
-        if adaptive:
-            if naive:  # the first k images of a run are those of a run on k images (same per-image seeds)
-                paired = psnr(naive, adaptive["images"])
-                gain = (psnr(adaptive) or 0.0) - (paired or 0.0)
-                parts.append(f"On the same {adaptive['images']} image(s) the adaptive attacker reaches "
-                             f"{_f(psnr(adaptive))} dB vs {_f(paired)} dB naive "
-                             f"({'+' if gain >= 0 else ''}{gain:.1f} dB).")
-            if adaptive["label_accuracy"] is not None and adaptive["label_accuracy"] < 1:
-                parts.append(f"Its inferred labels are right for {_f(adaptive['label_accuracy'], 2)} of the images: MG's "
-                             "projection also breaks iDLG's label inference.")
-        informed = next((r for r in mine if _attack(r) == "adaptive-mg" and r["labels_known"]), None)
-        if informed:
-            parts.append(f"Given the true labels, the adaptive attacker reaches {_f(psnr(informed))} dB "
-                         f"(SSIM {_f(_mean(informed['ssim']), 3)}).")
+        parts += _fedreg_sentences(mine, anatomy.get(ds, {}), psnr, ig_fedavg, ig_model, fc_model)
         an_mg = get("FedReg+MG", "analytic")
         if an_mg:
             an_reg = get("FedReg", "analytic")
@@ -107,6 +203,19 @@ def _reading(records: list[dict[str, Any]], names: dict[str, str]) -> list[str]:
                          f"update and {_f(psnr(an_reg)) if an_reg else '—'} dB from plain FedReg.")
         lines.append(" ".join(parts))
     return lines
+
+
+def _cost(records: list[dict[str, Any]], ig_model: str) -> str:
+    """' (N× the time per image of IG on the same model in this run)', measured from the records' seconds."""
+
+    def per_image(rows: list[dict[str, Any]]) -> float:
+        return sum(r["seconds"] for r in rows) / max(1, sum(r["images"] for r in rows))
+
+    ig = [r for r in records if _attack(r) == "ig" and r.get("model") == ig_model]
+    adaptive = [r for r in records if _attack(r) == "adaptive" and r.get("model") == ig_model]
+    if not ig or not adaptive or per_image(ig) <= 0:
+        return ""
+    return f" ({per_image(adaptive) / per_image(ig):.0f}× the time per image of IG on `{ig_model}` in this run)"
 
 
 def _row(r: dict[str, Any]) -> list[str]:
@@ -119,11 +228,14 @@ def page(result: Result) -> Page:
     data = result.data
     s, records = data["settings"], data["records"]
     local, fedreg = s["local"], s["fedreg"]
+    # the command line that ran (recorded by the run); older result files only have their settings
+    command = (s.get("command") or (result.provenance or {}).get("command")
+               or f"python -m privaudit.papers.fedreg.inversion_evidence --images {s['images']} --adaptive-images "
+                  f"{s['adaptive_images']} --iterations {s['iterations']} --seed {s['seed']}")
     grids = [Image(f"{name}.png", f"{name}.png", result.input_path(name).read_bytes()) for name in result.inputs]
     blocks: list[Block] = [
-        Paragraph(f"`python -m privaudit.papers.fedreg.inversion_evidence --images {s['images']} --adaptive-images "
-                  f"{s['adaptive_images']} --iterations {s['iterations']} --seed {s['seed']}` — {data['seconds'] / 60:.1f} min wall "
-                  f"on {s['machine']} CPU, torch {s['torch']}, {s['threads']} torch thread(s), shared machine."),
+        Paragraph(f"`{command}` — {data['seconds'] / 60:.1f} min wall on {s['machine']} CPU, torch {s['torch']}, "
+                  f"{s['threads']} torch thread(s), shared machine."),
         Paragraph(
             "**Setting (FedReg App. B.4).** Each attacked update is one client's parameter change after one local step on one "
             f"example (lr {local['lr']}), from untrained seeded weights (seed {s['seed']}); the attacker knows the protocol "
@@ -137,15 +249,23 @@ def page(result: Result) -> Page:
             f"**Attacks.** analytic = closed-form first-layer recovery on `{s['analytic_model']}` (FC first); ig = Inverting Gradients "
             f"on `{s['ig_model']}` (cosine distance, TV 1e-4, Adam 0.1 on signed gradients, ×0.1 at 3/8, 5/8, 7/8, box), "
             f"**{s['iterations']} iterations** (the paper: 32,000), assuming plain FedAvg — the *naive* attacker against FedReg; "
-            "adaptive-mg = the same optimisation through a simulation of FedReg's MG step, regulariser and FGSM pseudo data "
-            "(R4)."),
+            "adaptive = the same optimisation through an exact simulation of the client's FedReg step — regulariser (eq. 10) "
+            "and FGSM pseudo data, plus MG (eq. 12) against FedReg+MG — run on plain FedReg and on FedReg+MG alike, so the "
+            "difference between those rows is MG's (R4)"
+            + (f"; the attacker holds the FGSM displacement constant (its sign has derivative 0 almost everywhere), and on "
+               f"{', '.join(s['adaptive_fc_datasets'])} it also runs, labels known and without TV, on the FC-first "
+               f"`{s['analytic_model']}`"
+               if s.get("adaptive_fc_datasets") else "")
+            + ". The update anatomy checks the simulation on the true example and compares each FedReg update with the plain "
+            "SGD step from the same weights."),
         Paragraph(
             f"**Scale (stated, not hidden).** {s['images']} images per dataset for every defence × attack and "
-            f"{s['adaptive_images']} for the naive-vs-adaptive FedReg+MG comparison (the adaptive attack costs ~15× an IG "
-            "iteration); untrained models; one restart. PSNR/SSIM: scikit-image on [0, 1] images after Hungarian matching "
+            f"{s['adaptive_images']} for the adaptive attack on FedReg and FedReg+MG{_cost(records, s['ig_model'])}; "
+            "untrained models; one restart. PSNR/SSIM: scikit-image on [0, 1] images after Hungarian matching "
             "(`attacks.metrics`); ∞ dB = exact recovery. Numbers are small-sample measurements, not population means."),
         Heading(2, "Reading"),
-        Bullets(_reading(records, s["dataset_names"])),
+        Bullets(_reading(records, s["dataset_names"], data.get("update_anatomy") or (), s["ig_model"],
+                         s["analytic_model"])),
         Heading(2, "PSNR / SSIM per defence × attack"),
         Table(["dataset", "defence", "σ", "ε (δ = 1e-5)", "attack", "model", "images", "PSNR mean (dB)", "PSNR per image",
                "SSIM mean", "SSIM per image", "label acc.", "s"], [_row(r) for r in records]),

@@ -219,7 +219,8 @@ def test_cli_ldp_then_compute_epsilon(capsys, tmp_path):
     assert code == 0, stderr
     summary = json.loads(stdout)
     assert summary["algorithm"] == "privatefl+ldp" and summary["privacy_events"] == 4 and summary["max_epsilon"] <= 8.0
-    assert TrainedFederation(out).manifest["train_spec"]["local"] == {"epochs": 1, "batch_size": 32, "lr": 0.1, "momentum": 0.0}
+    assert TrainedFederation(out).manifest["train_spec"]["local"] == {"epochs": 1, "batch_size": 32, "lr": 0.1, "momentum": 0.0,
+                                                                 "double_softmax": False}
     code, stdout, stderr = _cli(capsys, "compute-epsilon", "--checkpoint", str(out), "--delta", "1e-3", "--accountant", "rdp", "--json")
     assert code == 0, stderr
     per_client = json.loads(stdout)["per_client"]

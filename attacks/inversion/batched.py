@@ -1,0 +1,221 @@
+"""Many Inverting Gradients attacks as one optimisation: every (update, restart) pair is one lane.
+
+Inverting Gradients (Geiping et al. 2020, eq. 4) attacks one released update U*_a with its own candidate
+inputs x_a. A lane l = (attack a, restart r) holds x_l; one optimisation minimises
+
+    Σ_l  L_l(x_l),   L_l(x) = 1 − cos∠(U_a(x), U*_a) + w_TV·TV(x),
+
+and since L_l depends on x_l only, ∇_{x_l} of the sum is ∇L_l(x_l): every lane follows exactly the trajectory
+its own attack would (signed Adam and the box projection act element by element, the step schedule is shared).
+The simulated updates U_a(x_l) are computed for all lanes at once with ``torch.func.vmap`` over a
+``torch.func.grad`` simulation of the client (:func:`functional_simulation`: FedSGD's gradient, or FedAvg/
+FedProx's unrolled local steps, the same arithmetic as :mod:`attacks.inversion.client_simulation`), so a GPU
+runs 64 attacks in the time of a few, and a CPU saves the per-step overhead of 64 small graphs.
+
+Each attack keeps its own randomness: attack a's generator is seeded with its seed, infers its labels first
+(:func:`attacks.inversion.labels.infer_labels`) and then draws its restarts' starting points in order, as
+:meth:`InvertingGradientsAttack._run` does. The sequential attack differentiates through ``autograd.grad``
+and the lanes through ``torch.func``; the gradients agree to float rounding, and so do the reconstructions
+(``tests/attacks/test_batched_inversion.py``: the same images for the same seeds on 2–3 small images). One caveat of
+signed Adam: a gradient component that is zero up to rounding may take the other sign in the other summation order,
+and that pixel then follows another trajectory (``benchmarks/bench_inversion_batched.py`` counts such images:
+none of 16, and a few of 64 on the CPU, with the same mean PSNR).
+
+Attacks are grouped by what a lane shares (the client simulation, the data format, the global weights' shapes):
+each group is one optimisation. A simulator without a functional form (FedReg's, used by ``adaptive-mg``)
+makes :func:`functional_simulation` return ``None`` and the caller runs those attacks one by one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.func import functional_call, grad, grad_and_value, vmap
+
+from .client_simulation import ClientSimulator, FedSGDGradient, UnrolledLocalSGD, batch_slices
+from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
+from .labels import infer_labels
+from .objectives import Distance, total_variation
+from .threat_model import InversionPayload
+
+#: ``simulate(params, inputs, targets) -> update``: a client simulation written with torch.func (vmap-able).
+FunctionalSimulation = Callable[[ParamDict, torch.Tensor, torch.Tensor], ParamDict]
+
+
+def functional_simulation(simulator: ClientSimulator, model: FunctionalModel) -> FunctionalSimulation | None:
+    """The ``torch.func`` form of ``simulator`` on ``model`` (``None`` for simulators without one)."""
+
+    def loss(params: ParamDict, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return soft_cross_entropy(functional_call(model.module, (params, model.buffers), (inputs,)), targets)
+
+    if type(simulator) is FedSGDGradient:
+        return grad(loss)
+    if type(simulator) is UnrolledLocalSGD:
+        sim = simulator
+
+        def unrolled(params: ParamDict, inputs: torch.Tensor, targets: torch.Tensor) -> ParamDict:
+            batches = batch_slices(inputs.shape[0], sim.batch_size)
+            theta = dict(params)
+            for step in range(sim.local_steps):
+                batch = batches[step % len(batches)]
+
+                def step_loss(th: ParamDict, _b=batch, _prox=sim.proximal_mu > 0 and step > 0) -> torch.Tensor:
+                    value = loss(th, inputs[_b], targets[_b])
+                    if _prox:
+                        value = value + 0.5 * sim.proximal_mu * sum(((th[k] - params[k]) ** 2).sum() for k in th)
+                    return value
+
+                g = grad(step_loss)(theta)
+                theta = {k: theta[k] - sim.lr * g[k] for k in theta}
+            return {k: theta[k] - params[k] for k in theta}
+
+        return unrolled
+    return None
+
+
+@dataclass
+class LaneOutcome:
+    """One lane after the optimisation: its final candidates, final matching loss and loss trace."""
+
+    images: torch.Tensor
+    matching_loss: float
+    trace: list[float]
+
+
+@dataclass(frozen=True)
+class LaneSettings:
+    """The optimiser settings shared by every lane (those of :class:`InvertingGradientsConfig`)."""
+
+    iterations: int
+    lr: float
+    tv_weight: float
+    signed: bool
+    lr_schedule: bool
+    trace_every: int
+    milestones: tuple[int, ...]
+
+
+def optimise_lanes(
+    simulate: FunctionalSimulation,
+    distance: Distance,
+    params: ParamDict,
+    shared_params: bool,
+    starts: torch.Tensor,
+    targets: torch.Tensor,
+    target_updates: dict[str, torch.Tensor],
+    box: tuple[torch.Tensor, torch.Tensor] | None,
+    settings: LaneSettings,
+    on_iteration: Callable[[int], None] | None = None,
+) -> list[LaneOutcome]:
+    """Signed-Adam gradient matching for all lanes at once (Geiping et al.'s optimiser, per lane).
+
+    ``starts`` ``[L, n, ...]``, ``targets`` ``[L, n, C]``, ``target_updates`` ``{name: [L, ...]}``; ``params`` are the
+    global weights, the same for every lane (``shared_params``) or stacked ``[L, ...]``.
+    """
+    param_dim = None if shared_params else 0
+
+    def lane_terms(x: torch.Tensor, p: ParamDict, t: torch.Tensor, u: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        matching = distance(simulate(p, x, t), u)
+        objective = matching + settings.tv_weight * total_variation(x) if settings.tv_weight > 0 else matching
+        return objective, matching
+
+    lanes = vmap(lane_terms, in_dims=(0, param_dim, 0, 0))
+
+    def total(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        objective, matching = lanes(x, params, targets, target_updates)
+        return objective.sum(), matching.detach()
+
+    step = grad_and_value(total, has_aux=True)
+    x = starts.clone()
+    if box is not None:
+        x = torch.maximum(torch.minimum(x, box[1]), box[0])
+    x.requires_grad_(True)
+    optimizer = torch.optim.Adam([x], lr=settings.lr)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, list(settings.milestones), gamma=0.1) if settings.lr_schedule else None
+    traces: list[list[float]] = [[] for _ in range(x.shape[0])]
+    for iteration in range(settings.iterations):
+        gradient, (_, matching) = step(x.detach())
+        x.grad = gradient.sign() if settings.signed else gradient
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        if box is not None:
+            with torch.no_grad():
+                x.copy_(torch.maximum(torch.minimum(x, box[1]), box[0]))
+        if iteration % settings.trace_every == 0:
+            for trace, value in zip(traces, matching.tolist(), strict=True):
+                trace.append(float(value))
+        if on_iteration is not None:
+            on_iteration(iteration + 1)
+    with torch.no_grad():
+        _, final = lanes(x.detach(), params, targets, target_updates)
+    finals = [float(v) for v in final.tolist()]
+    for trace, value in zip(traces, finals, strict=True):
+        trace.append(value)
+    images = x.detach()
+    return [LaneOutcome(images[i].clone(), finals[i], traces[i]) for i in range(images.shape[0])]
+
+
+@dataclass
+class PreparedAttack:
+    """One attack's share of a lane group: its model, labels, target update and restarts' starting points."""
+
+    index: int
+    payload: InversionPayload
+    model: FunctionalModel
+    labels: torch.Tensor
+    rule: str
+    starts: list[torch.Tensor]
+    seed: int
+    seconds: float  # its own preparation (label inference, draws)
+
+
+def group_key(payload: InversionPayload, model: FunctionalModel, simulator: ClientSimulator) -> tuple[Any, ...]:
+    """What lanes of one optimisation must share: simulator, data format, the architecture (its factory) and the
+    model's parameter shapes and buffers (lanes may differ in their global weights)."""
+    shapes = tuple((k, tuple(v.shape)) for k, v in model.params.items())
+    buffers = tuple((k, tuple(v.shape), v.detach().cpu().numpy().tobytes()) for k, v in model.buffers.items())
+    return (simulator, payload.data, payload.model_factory, shapes, buffers, tuple(sorted(payload.update)),
+            payload.knowledge.num_examples)
+
+
+def prepare_attack(index: int, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator, restarts: int,
+                   label_strategy: str, seed: int) -> PreparedAttack:
+    """Labels first, then the restarts' starting points, from the attack's own generator (the sequential order)."""
+    started = time.perf_counter()
+    labels, rule = infer_labels(payload, model, generator, label_strategy)
+    shape = (payload.knowledge.num_examples, *payload.data.shape)
+    starts = [torch.randn(shape, generator=generator, device=model.device, dtype=model.dtype) for _ in range(restarts)]
+    return PreparedAttack(index, payload, model, labels, rule, starts, seed, time.perf_counter() - started)
+
+
+def run_group(
+    group: Sequence[PreparedAttack],
+    simulate: FunctionalSimulation,
+    distance: Distance,
+    settings: LaneSettings,
+    boxed: bool,
+    on_iteration: Callable[[int], None] | None = None,
+) -> list[tuple[PreparedAttack, list[LaneOutcome]]]:
+    """Optimise every restart of every attack of ``group`` together; per attack, its restarts' outcomes in order."""
+    first = group[0]
+    restarts = len(first.starts)
+    names = list(first.payload.update)
+    device, dtype = first.model.device, first.model.dtype
+    reference = first.model.params
+    shared = all(all(torch.equal(a.model.params[k], reference[k]) for k in reference) for a in group[1:])
+    if shared:
+        params = {k: v.detach() for k, v in reference.items()}
+    else:
+        params = {k: torch.stack([a.model.params[k].detach() for a in group for _ in range(restarts)]) for k in reference}
+    num_classes = first.payload.data.num_classes
+    starts = torch.stack([s for a in group for s in a.starts])
+    targets = torch.stack([one_hot(a.labels, num_classes).to(device, dtype) for a in group for _ in range(restarts)])
+    updates = {k: torch.stack([a.payload.update[k].detach().to(device, dtype) for a in group for _ in range(restarts)]) for k in names}
+    box = first.payload.data.box(device) if boxed else None
+    outcomes = optimise_lanes(simulate, distance, params, shared, starts, targets, updates, box, settings, on_iteration)
+    return [(a, outcomes[i * restarts:(i + 1) * restarts]) for i, a in enumerate(group)]

@@ -1,0 +1,278 @@
+"""LiRA's shadow federations trained in lockstep, every shadow's clients as lanes of one stacked run.
+
+A shadow is a whole federation (:func:`attacks.membership.shadows.shadow_trial`): rounds of client sampling,
+local training, the algorithm's privatizer and aggregation. Only local training is expensive, and in a given
+training round it is the same optimiser loop for every shadow. So the shadows run *in lockstep*: each one runs
+the engine's own round loop (:func:`privaudit.fl.engine.round_loop.run_federation`, nothing re-implemented) in
+its own thread, with a trainer (:class:`LockstepTrainer`) that hands its round's local-training job to a
+:class:`Lockstep` and waits. When every shadow has handed in its job for the round, the jobs run as **one**
+stacked run (:func:`train_federations_as_lanes`): every (shadow, sampled client) pair is one lane of stacked
+parameters (:mod:`privaudit.fl.engine.stacked`: ``torch.func.vmap`` over ``functional_call`` for CNNs, batched
+matrix products for linear models and MLPs), driven by the engine's lane optimiser
+(:func:`privaudit.fl.engine.local_training.run_lanes`).
+
+Only one thread runs at any time (the lockstep passes a baton round-robin, shadow 0, 1, …), so torch's global
+generator (model initialisation, dropout in the sequential trainer) is never used by two shadows at once and a
+run is deterministic. Each lane takes its mini-batch order and dropout masks from its own shadow's seed tree —
+the streams ``("shuffle", round, client)`` and ``("dropout", round, client)`` that shadow's own trainer would
+use — and starts from its own shadow's global model, so a shadow trained in lanes is the shadow trained alone,
+up to floating-point summation order. Measured (``tests/attacks/test_batched_shadows.py``, CPU): φ bit-identical
+for the ``layers`` stacked form (logistic regression, an MLP with dropout, the small CNN ``lenet-dlg``); the test
+allows 1e-5 for CNNs, since a ``vmap`` form or another device may sum batched convolutions in another order when
+the number of lanes changes.
+
+Jobs that have no stacked form (DP-SGD, FedCurv and exact minimisation solve per client; models with buffers)
+are trained by each shadow's own trainer, one after the other, with the same results as without the lockstep.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from privaudit.executor import Executor, Trial
+from privaudit.fl.engine.local_training import ExactMinimiser, active_counts, run_lanes
+from privaudit.fl.engine.params import State
+from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask, _StackedOracle
+
+
+@dataclass(frozen=True)
+class LaneJob:
+    """One federation's local training of one training round: what ``ClientTrainer.train`` was asked."""
+
+    trainer: ClientTrainer
+    global_state: State
+    tasks: tuple[LocalTask, ...]
+    training_round: int
+
+
+def _stackable(jobs: Sequence[LaneJob]) -> bool:
+    """Whether all jobs can be one stacked run: a stacked model and one plain lane solver for every task."""
+    tasks = [t for job in jobs for t in job.tasks]
+    if not tasks or any(job.trainer.stacked is None for job in jobs if job.tasks):
+        return False
+    first = tasks[0].objective
+    if isinstance(first.solver, ExactMinimiser) or hasattr(first.solver, "train_client"):
+        return False
+    return all(t.objective.solver == first.solver and t.objective.prox == first.prox
+               and (t.objective.linear is None) == (first.linear is None) for t in tasks)
+
+
+def train_federations_as_lanes(jobs: Sequence[LaneJob]) -> tuple[list[list[LocalOutcome]], bool]:
+    """The outcomes of every job (in job and task order) and whether they ran as one stacked run.
+
+    Lane (j, i) is task i of job j: it starts from job j's global model, follows the mini-batch schedule job j's
+    trainer draws for that client (:meth:`ClientTrainer.schedule`) and, for dropout, that trainer's
+    ``("dropout", round, client)`` stream. Jobs without a stacked form run through their own trainers.
+    """
+    if not _stackable(jobs):
+        return [job.trainer.train(job.global_state, list(job.tasks), job.training_round) for job in jobs], False
+    lead = next(job.trainer for job in jobs if job.tasks)
+    names, device = list(lead.names), lead.device  # the trainers' device: shadows of one recipe share it
+    lanes = [(j, i) for j, job in enumerate(jobs) for i in range(len(job.tasks))]
+    schedules = {(j, i): jobs[j].trainer.schedule(jobs[j].tasks[i], jobs[j].training_round) for j, i in lanes}
+    lanes.sort(key=lambda lane: -schedules[lane].steps)  # stable: ties keep job and client order
+    steps = [schedules[lane].steps for lane in lanes]
+    width = max(schedules[lane].indices.shape[1] for lane in lanes)
+    rows = np.full((steps[0], len(lanes), width), -1, dtype=np.int64)
+    weights = np.zeros((steps[0], len(lanes), width), dtype=np.float32)
+    xs, ys, offset = [], [], 0
+    for column, (j, i) in enumerate(lanes):
+        task, plan = jobs[j].tasks[i], schedules[(j, i)]
+        x, y = jobs[j].trainer.tensors(task.data, task.client_id)  # on the device, uploaded once per shadow client
+        xs.append(x)
+        ys.append(y)
+        valid = plan.indices >= 0
+        rows[: plan.steps, column, : plan.indices.shape[1]] = np.where(valid, plan.indices + offset, -1)
+        weights[: plan.steps, column, : plan.indices.shape[1]] = valid / plan.sizes[:, None].astype(np.float32)
+        offset += len(y)
+
+    def stack_lanes(values: Callable[[int, int], State | None]) -> list[torch.Tensor] | None:
+        states = [values(j, i) for j, i in lanes]
+        return None if states[0] is None else [torch.stack([s[n] for s in states]).to(device) for n in names]
+
+    fixed_names = [k for k in jobs[lanes[0][0]].global_state if k not in names]
+    fixed = {k: torch.stack([jobs[j].global_state[k] for j, _ in lanes]).to(device) for k in fixed_names}
+    generators = None
+    if lead.stacked.random:
+        generators = [jobs[j].trainer.seeds.torch("dropout", jobs[j].training_round, jobs[j].tasks[i].client_id) for j, i in lanes]
+    oracle = _StackedOracle(lead.stacked, names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, lead.num_classes,
+                            active_counts(steps), generators, lead.local.double_softmax)
+    objective = jobs[lanes[0][0]].tasks[lanes[0][1]].objective
+    result = run_lanes(
+        stack_lanes(lambda j, i: jobs[j].global_state),
+        steps,
+        oracle,
+        lead.local,
+        prox=objective.prox,
+        anchor=stack_lanes(lambda j, i: jobs[j].tasks[i].objective.anchor) if objective.prox else None,
+        linear=stack_lanes(lambda j, i: jobs[j].tasks[i].objective.linear),
+        solver=objective.solver,
+    )
+    outcomes: list[list[LocalOutcome | None]] = [[None] * len(job.tasks) for job in jobs]
+    for column, (j, i) in enumerate(lanes):
+        job, task = jobs[j], jobs[j].tasks[i]
+        state = {k: v.clone() for k, v in job.global_state.items() if k not in names}
+        state.update({n: p[column].to("cpu", copy=True) for n, p in zip(names, result.params, strict=True)})
+        personal = None if result.personal is None else {n: p[column].to("cpu", copy=True)
+                                                         for n, p in zip(names, result.personal, strict=True)}
+        outcomes[j][i] = LocalOutcome(task.client_id, {k: state[k] for k in job.global_state}, steps=steps[column],
+                                      epochs=task.epochs, mean_loss=float(result.loss_sum[column]) / steps[column], personal=personal)
+    return [list(o) for o in outcomes], True  # type: ignore[arg-type]
+
+
+class _Aborted(BaseException):
+    """Raised in a lockstep thread when another one failed (its own error is the one reported)."""
+
+
+class Lockstep:
+    """Runs ``count`` jobs in threads, one at a time, and trains their rounds together.
+
+    Thread ``k`` runs until it calls :meth:`train`; then the baton passes to the next thread that has not handed
+    in its round yet. When all live threads have, the round's jobs run as one stacked run
+    (:func:`train_federations_as_lanes`) and the threads resume in order 0, 1, … with their outcomes.
+    """
+
+    def __init__(self, count: int, on_round: Callable[[], None] | None = None) -> None:
+        self.count = int(count)
+        self.on_round = on_round
+        self._cond = threading.Condition()
+        self._turn = 0
+        self._live = set(range(self.count))
+        self._pending: dict[int, LaneJob] = {}
+        self._answers: dict[int, list[LocalOutcome]] = {}
+        self._failure: BaseException | None = None
+        self.rounds = 0
+        self.stacked_rounds = 0
+        self.training_seconds = 0.0
+
+    # -- called from the job threads -----------------------------------------------------------------
+    def train(self, lane: int, job: LaneJob) -> list[LocalOutcome]:
+        with self._cond:
+            self._pending[lane] = job
+            self._advance(lane)
+            self._wait(lambda: self._turn == lane and lane in self._answers)
+            return self._answers.pop(lane)
+
+    def _enter(self, lane: int) -> None:
+        with self._cond:
+            self._wait(lambda: self._turn == lane)
+
+    def _leave(self, lane: int, failure: BaseException | None) -> None:
+        with self._cond:
+            self._live.discard(lane)
+            if failure is not None and not isinstance(failure, _Aborted) and self._failure is None:
+                self._failure = failure
+            if self._failure is None:
+                try:
+                    self._advance(lane)
+                except BaseException as exc:  # a failed stacked run: every thread stops and this is reported
+                    self._failure = exc
+            self._cond.notify_all()
+
+    def _wait(self, ready: Callable[[], bool]) -> None:
+        while True:
+            if self._failure is not None:
+                raise _Aborted()
+            if ready():
+                return
+            self._cond.wait()
+
+    def _advance(self, after: int) -> None:
+        """Run the round if every live thread handed in its job, else give the baton to the next one."""
+        if self._live and all(k in self._pending for k in self._live):
+            order = sorted(self._live)
+            started = time.perf_counter()
+            outcomes, stacked = train_federations_as_lanes([self._pending[k] for k in order])
+            self.training_seconds += time.perf_counter() - started
+            self.rounds += 1
+            self.stacked_rounds += int(stacked)
+            self._answers.update(zip(order, outcomes, strict=True))
+            self._pending.clear()
+            self._turn = order[0]
+            if self.on_round is not None:
+                self.on_round()
+        elif self._live:
+            waiting = [k for k in sorted(self._live) if k not in self._pending]
+            self._turn = next((k for k in waiting if k > after), waiting[0])
+        self._cond.notify_all()
+
+    # -- called from the caller's thread ---------------------------------------------------------------
+    def run(self, jobs: Sequence[Callable[[Callable[..., ClientTrainer]], Any]]) -> list[Any]:
+        """Run ``jobs[k](make_trainer)`` in lockstep (``make_trainer`` goes to ``run_federation``); results in order."""
+        if len(jobs) != self.count:
+            raise ValueError(f"{len(jobs)} jobs for a lockstep of {self.count}")
+        results: list[Any] = [None] * self.count
+
+        def work(lane: int) -> None:
+            failure = None
+            try:
+                self._enter(lane)
+                results[lane] = jobs[lane](lambda *args, **kwargs: LockstepTrainer(ClientTrainer(*args, **kwargs), self, lane))
+            except BaseException as exc:
+                failure = exc
+            finally:
+                self._leave(lane, failure)
+
+        threads = [threading.Thread(target=work, args=(k,), name=f"shadow-lane-{k}", daemon=True) for k in range(self.count)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException as exc:  # Ctrl-C: stop the threads at their next hand-in, then re-raise
+            with self._cond:
+                self._failure = self._failure or exc
+                self._cond.notify_all()
+            raise
+        if self._failure is not None:
+            raise self._failure
+        return results
+
+
+class LockstepTrainer:
+    """A federation's trainer that trains its rounds through a :class:`Lockstep` (everything else: its own trainer)."""
+
+    def __init__(self, inner: ClientTrainer, lockstep: Lockstep, lane: int) -> None:
+        self.inner, self.lockstep, self.lane = inner, lockstep, lane
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property
+    def mode(self) -> str:
+        if self.lockstep.rounds and self.lockstep.stacked_rounds == self.lockstep.rounds:
+            kind = self.inner.stacked.kind if self.inner.stacked is not None else "?"
+            return f"batched across shadow federations ({kind})"
+        return f"{self.inner.mode} (in lockstep with other shadow federations)"
+
+    def train(self, global_state: State, tasks: Sequence[LocalTask], training_round: int) -> list[LocalOutcome]:
+        return self.lockstep.train(self.lane, LaneJob(self.inner, global_state, tuple(tasks), training_round))
+
+
+class LockstepExecutor(Executor):
+    """Runs trials whose function takes ``make_trainer=`` (:func:`~attacks.membership.shadows.shadow_trial`) in lockstep.
+
+    All trials run at once, as lanes of one stacked training per round; their results come back in trial order
+    when the last federation has finished (``on_round`` is called once per training round).
+    """
+
+    name = "lanes"
+
+    def __init__(self, on_round: Callable[[], None] | None = None) -> None:
+        self.on_round = on_round
+        self.last: Lockstep | None = None
+
+    def run(self, fn: Callable[..., Any], trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        if not trials:
+            return iter(())
+        lockstep = self.last = Lockstep(len(trials), self.on_round)
+        jobs = [lambda make_trainer, t=t: fn(t.spec, t.seed, make_trainer=make_trainer) for t in trials]
+        results = lockstep.run(jobs)
+        return iter([(t.trial_id, r) for t, r in zip(trials, results, strict=True)])

@@ -1,0 +1,363 @@
+"""The audit tap: record any Flower strategy's run as a privaudit checkpoint, with the privacy events of its DP wrapper.
+
+Use (the ServerApp and ClientApp of your Flower app; two lines change)::
+
+    recorder = FederationRecorder(out, model=net, dataset=DatasetReference.packaged("digits", partition=parts))
+    strategy = AuditTap(DifferentialPrivacyServerSideFixedClipping(FedAvg(...), 1.0, 0.5, 4), recorder=recorder)
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()), num_rounds=3)   # closes the recorder
+    client_app = ClientApp(mods=[tap_mod])                                                    # says which partition
+
+:class:`AuditTap` is itself a Flower ``Strategy``: it passes every call to the strategy it wraps and, per round,
+hands :meth:`~privaudit.interop.recorder.FederationRecorder.record_round` the global model the wrapped strategy
+aggregated, the sampled clients (by partition id), the models they sent when ``record_client_updates`` (as sent:
+before a server-side clip), the round's metrics (the wrapped strategy's and ``evaluate_fn``'s) and the privacy events:
+
+* under Flower's fixed-clipping wrappers (``DifferentialPrivacyServerSideFixedClipping``, or
+  ``DifferentialPrivacyClientSideFixedClipping`` with ``fixedclipping_mod`` on the clients; McMahan, Ramage, Talwar &
+  Zhang 2018): the server adds N(0, (σC/m)²) to the mean of the m clipped updates, so the noisy *sum* of the n updates
+  that arrived has multiplier σ·n/m (σ when every sampled client replied). Flower samples m of the N nodes uniformly
+  without replacement (``random.sample``), so the round is one ``SubsampledGaussian(σn/m, q = m/N, fixed-size)``
+  (``Gaussian`` when every node takes part), charged to the clients' ``server`` subject (client-level DP). The
+  sensitivity C of the *mean* holds only when the clients' weights are equal: with unequal weights (FedAvg weights by
+  ``num-examples``) the event is recorded ``valid=False`` with the reason, as Flower's own accountant refuses them;
+  so is a round whose wrapped strategy aggregates other than by ``FedAvg.aggregate_train`` (FedMedian, FedTrimmedAvg,
+  FedAvgM, FedAdam, …: a median, a trimmed mean or a server optimiser step is not the mean the noise is calibrated to;
+  Flower's accountant refuses them too). The event covers the model arrays only: the wrapped strategy's aggregated
+  train metrics (e.g. the clients' mean loss) pass through un-noised and are recorded as they are;
+* with client-side clipping the server trusts the clients' ``fixedclipping_mod``: the tap measures every update
+  that arrives and records the round ``valid=False`` when one is longer than C;
+* without a DP wrapper: every sampled client released its update without calibrated noise (``NoDP``: ε = ∞).
+
+When the wrapper runs Flower's own accountant (``accountant=``), its ε is kept in the checkpoint beside privaudit's
+(``reported_epsilon``; ``compute-epsilon --checkpoint`` shows both).
+
+Flower's adaptive-clipping wrappers and its client-side ``LocalDpMod`` are not read: the tap refuses the former with a
+clear error and cannot see the latter (its noise is added on the clients), so a run with ``LocalDpMod`` alone is
+recorded as without DP — an over-statement of risk, never of privacy.
+
+:func:`tap_mod` is the client mod that adds the node's partition id (``node_config["partition-id"]``) to each train
+reply in a ConfigRecord of its own; the tap needs it to name the clients in the recorded partition, and refuses a run
+without it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from flwr.app import ArrayRecord, ConfigRecord, MessageType
+from flwr.serverapp.strategy import Strategy
+
+from privaudit.accounting.ledger import SERVER, PrivacyEvent
+from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
+from privaudit.errors import InvalidParameterError
+
+#: The ConfigRecord :func:`tap_mod` adds to a train reply.
+TAP_RECORD = "privaudit-tap"
+
+
+def tap_mod(message, context, call_next):
+    """Flower client mod: the train reply carries this node's partition id (``ConfigRecord`` ``privaudit-tap``)."""
+    reply = call_next(message, context)
+    if message.metadata.message_type.split(".")[0] != MessageType.TRAIN or reply.has_error():
+        return reply
+    try:
+        partition = int(context.node_config["partition-id"])
+    except (KeyError, TypeError, ValueError):
+        raise InvalidParameterError("tap_mod needs the node's partition-id (Flower's simulation sets it; on a deployment "
+                                    "start each SuperNode with --node-config 'partition-id=i')") from None
+    reply.content[TAP_RECORD] = ConfigRecord({"partition-id": partition})
+    return reply
+
+
+# -- Flower's DP wrappers ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FlowerDP:
+    """The settings of a Flower fixed-clipping DP wrapper: noise multiplier σ, clip C, clients sampled per round m."""
+
+    wrapper: str
+    noise_multiplier: float
+    clipping_norm: float
+    num_sampled_clients: int
+    #: the class whose ``aggregate_train`` the wrapped strategy runs, and whether it is ``FedAvg``'s (the mean)
+    aggregator: str = "FedAvg"
+    mean_aggregation: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _chain(strategy) -> Iterable:
+    seen = set()
+    while strategy is not None and id(strategy) not in seen:
+        seen.add(id(strategy))
+        yield strategy
+        strategy = getattr(strategy, "strategy", None)
+
+
+def flower_dp_settings(strategy) -> FlowerDP | None:
+    """The fixed-clipping DP wrapper in ``strategy``'s chain of wrapped strategies (``None`` without one).
+
+    Refuses the adaptive-clipping wrappers (their clip norm moves with a noised quantile estimate, which the tap does
+    not record yet) and a chain with two DP wrappers.
+    """
+    from flwr.serverapp.strategy import (
+        DifferentialPrivacyClientSideAdaptiveClipping,
+        DifferentialPrivacyClientSideFixedClipping,
+        DifferentialPrivacyServerSideAdaptiveClipping,
+        DifferentialPrivacyServerSideFixedClipping,
+        FedAvg,
+    )
+
+    found: list[FlowerDP] = []
+    for layer in _chain(strategy):
+        if isinstance(layer, DifferentialPrivacyServerSideAdaptiveClipping | DifferentialPrivacyClientSideAdaptiveClipping):
+            raise InvalidParameterError(f"AuditTap records Flower's fixed-clipping DP wrappers; {type(layer).__name__} "
+                                        "(adaptive clipping) is not supported yet")
+        if isinstance(layer, DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping):
+            inner = getattr(layer, "strategy", None)
+            method = getattr(type(inner), "aggregate_train", None)
+            owner = getattr(method, "__qualname__", type(inner).__name__).split(".")[0]
+            found.append(FlowerDP(type(layer).__name__, float(layer.noise_multiplier), float(layer.clipping_norm),
+                                  int(layer.num_sampled_clients), aggregator=owner,
+                                  mean_aggregation=isinstance(inner, FedAvg) and method is FedAvg.aggregate_train))
+    if len(found) > 1:
+        raise InvalidParameterError("the strategy has two Flower DP wrappers; the tap records one")
+    return found[0] if found else None
+
+
+def flower_privacy_spent(strategy) -> tuple[str, Any] | None:
+    """(wrapper name, Flower's ``PrivacySpent``) when a DP wrapper in the chain runs Flower's own accountant."""
+    for layer in _chain(strategy):
+        spent = getattr(layer, "privacy_spent", None)
+        if callable(spent) and getattr(layer, "accountant", None) is not None:
+            return type(layer).__name__, spent()
+    return None
+
+
+def _weighting_key(strategy) -> str | None:
+    for layer in _chain(strategy):
+        key = getattr(layer, "weighted_by_key", None)
+        if isinstance(key, str):
+            return key
+    return None
+
+
+def _weights(replies, key: str | None) -> list[float] | None:
+    if key is None:
+        return None
+    out = []
+    for reply in replies:
+        records = list(reply.content.metric_records.values())
+        if len(records) != 1 or key not in records[0]:
+            return None
+        out.append(float(records[0][key]))
+    return out
+
+
+def largest_update_norm(replies, sent: ArrayRecord) -> float:
+    """The largest L2 norm, over all of a reply's arrays as Flower's ``get_norm`` takes it, of reply − ``sent``, less
+    what float32 rounding of ``sent`` + a clipped update can add (2⁻²³ per unit of ‖sent‖ and of the update): a
+    lower bound on the norm of an update as the client computed it."""
+    base = {k: v.double() for k, v in _state_of(sent).items()}
+    rounding = 2.0**-23 * math.sqrt(sum(float((v**2).sum()) for v in base.values()))
+    largest = 0.0
+    for reply in replies:
+        for record in reply.content.array_records.values():
+            state = _state_of(record)
+            if set(state) != set(base):
+                raise InvalidParameterError("a train reply carries other tensors than the global model it was sent")
+            total = sum(float(((state[k].double() - base[k]) ** 2).sum()) for k in base)
+            norm = math.sqrt(total)
+            largest = max(largest, norm - rounding - 2.0**-23 * norm)
+    return largest
+
+
+def dp_round_event(dp: FlowerDP, round_: int, *, sampled: int, population: int, replied: int,
+                   weights: list[float] | None, largest_norm: float | None = None) -> PrivacyEvent | None:
+    """The client-level event of one round of a Flower fixed-clipping wrapper (see the module docstring).
+
+    ``largest_norm``: the largest update norm that arrived (client-side clipping only: the server trusts the
+    clients' ``fixedclipping_mod``, and an update longer than C shows it did not run).
+    """
+    if replied == 0:
+        return None
+    if dp.noise_multiplier <= 0:
+        return PrivacyEvent.no_guarantee(SERVER, round_, f"{dp.wrapper} with noise multiplier 0: clipped but not noised")
+    z = dp.noise_multiplier * replied / dp.num_sampled_clients
+    q = sampled / population if population else 1.0
+    mechanism = Gaussian(z) if q >= 1 else SubsampledGaussian(z, q, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT)
+    assumptions = [
+        f"Flower {dp.wrapper} (McMahan et al. 2018): updates clipped to C = {dp.clipping_norm:g}, N(0, (σC/m)²) added to "
+        f"their mean with σ = {dp.noise_multiplier:g}, m = {dp.num_sampled_clients}; {replied} update(s) arrived: "
+        f"multiplier σ·{replied}/{dp.num_sampled_clients} = {z:.6g} on their sum",
+        f"{sampled} of {population} nodes sampled uniformly without replacement (Flower's sample_nodes)",
+        "client-level add/remove neighbours (one client's whole data)",
+        f"the sample size m = {dp.num_sampled_clients} is fixed and public (Flower derives it from the number of connected "
+        "nodes, which adding or removing one client could change; the fixed-size analysis assumes it does not)",
+    ]
+    failures = []
+    if not dp.mean_aggregation:
+        failures.append(f"the wrapped strategy aggregates with {dp.aggregator}.aggregate_train, not FedAvg's mean: the noise "
+                        "σC/m is calibrated to the sensitivity of the mean of clipped updates only")
+    if largest_norm is not None and largest_norm > dp.clipping_norm * (1 + 1e-6):
+        failures.append(f"an update of norm {largest_norm:.6g} > C = {dp.clipping_norm:g} arrived: the clients did not clip "
+                        "(add fixedclipping_mod to the ClientApp's mods)")
+    if weights is None:
+        failures.append("the clients' aggregation weights are unknown, so the mean's sensitivity C/n is not established")
+    elif len(set(weights)) > 1:
+        failures.append(f"the clients' aggregation weights differ ({min(weights):g}..{max(weights):g}): a client's share of "
+                        "the weighted mean exceeds 1/n, so the noise is not calibrated to its sensitivity")
+    return PrivacyEvent(SERVER, round_, mechanism, 1, tuple(assumptions), valid=not failures, note="; ".join(failures))
+
+
+# -- the tap --------------------------------------------------------------------------------------------
+def _state_of(arrays: ArrayRecord) -> dict:
+    state = arrays.to_torch_state_dict()
+    if state and all(k.isdigit() for k in state):
+        raise InvalidParameterError("the strategy's arrays are unnamed (an ArrayRecord built from a list of arrays); "
+                                    "build it from the model's state dict, ArrayRecord(net.state_dict()), so the tap "
+                                    "can match its tensors to the recorded model")
+    return state
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(float(value)) else None
+
+
+class AuditTap(Strategy):
+    """Wraps any Flower strategy and records its run through ``recorder`` (see the module docstring)."""
+
+    def __init__(self, strategy: Strategy, *, recorder, record_client_updates: bool = False) -> None:
+        from privaudit.interop.recorder import FederationRecorder
+
+        if not isinstance(strategy, Strategy):
+            raise InvalidParameterError(f"AuditTap wraps a Flower strategy (flwr.serverapp.strategy.Strategy), got {type(strategy).__name__}")
+        if not isinstance(recorder, FederationRecorder):
+            raise InvalidParameterError("AuditTap records through a privaudit FederationRecorder")
+        super().__init__()
+        self.strategy = strategy
+        self.recorder = recorder
+        self.record_client_updates = bool(record_client_updates)
+        self.dp = flower_dp_settings(strategy)
+        self._global: ArrayRecord | None = None
+        self._sent: ArrayRecord | None = None
+        self._sampled = 0
+        self._population = 0
+        self._pending: dict[str, Any] | None = None
+        self._closed = False
+
+    # -- Flower's strategy interface -------------------------------------------------------------------
+    def configure_train(self, server_round, arrays, config, grid):
+        self._flush()
+        if self._global is None:
+            self._global = arrays
+        self._sent = arrays  # what the clients train from: their updates are measured against it
+        messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        self._sampled = len(messages)
+        self._population = len(list(grid.get_node_ids()))
+        return messages
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        ok = [r for r in replies if not r.has_error()]
+        partitions: list[int] = []
+        releases: dict[int, dict] = {}
+        for reply in ok:
+            tag = reply.content.get(TAP_RECORD) if hasattr(reply.content, "get") else None
+            if tag is None or "partition-id" not in tag:
+                raise InvalidParameterError("a train reply has no partition id: add tap_mod to the ClientApp's mods "
+                                            "(ClientApp(mods=[tap_mod]))")
+            partition = int(tag["partition-id"])
+            partitions.append(partition)
+            if self.record_client_updates:  # as the client sent it, before a server-side clip changes it in place
+                arrays = list(reply.content.array_records.values())
+                if len(arrays) != 1:
+                    raise InvalidParameterError("record_client_updates needs one ArrayRecord per reply")
+                releases[partition] = {k: v.clone() for k, v in _state_of(arrays[0]).items()}
+        weights = _weights(ok, _weighting_key(self.strategy))
+        client_clipped = self.dp is not None and self.dp.wrapper == "DifferentialPrivacyClientSideFixedClipping"
+        largest = largest_update_norm(ok, self._sent) if client_clipped and ok and self._sent is not None else None
+        aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
+        released = aggregated is not None
+        if released:
+            self._global = aggregated
+        events: list = []
+        if released and self.dp is not None:
+            event = dp_round_event(self.dp, int(server_round), sampled=self._sampled, population=self._population,
+                                   replied=len(ok), weights=weights, largest_norm=largest)
+            events = [] if event is None else [event]
+        elif released and partitions:
+            from privaudit.interop.recorder import NoDP
+
+            events = [NoDP(sorted(partitions), "Flower strategy without a DP wrapper: the update entered the global model "
+                                               "without calibrated noise")]
+        self._pending = {"round": int(server_round), "global": _state_of(self._global), "releases": releases or None,
+                         "events": events, "sampled": sorted(partitions) if released else [],  # no update entered
+                         "metrics": self._metrics(metrics)}
+        return aggregated, metrics
+
+    def configure_evaluate(self, server_round, arrays, config, grid):
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round, replies):
+        metrics = self.strategy.aggregate_evaluate(server_round, replies)
+        self._observe(int(server_round), metrics)
+        return metrics
+
+    def summary(self) -> None:
+        self.strategy.summary()
+
+    def start(self, grid, initial_arrays, num_rounds: int = 3, timeout: float = 3600, train_config=None,
+              evaluate_config=None, evaluate_fn: Callable | None = None):
+        """Flower's round loop (``Strategy.start``) through the tap; the recorder is closed when it ends."""
+        self._global = initial_arrays
+
+        def observed(round_, arrays):
+            result = evaluate_fn(round_, arrays)
+            self._observe(int(round_), result)
+            return result
+
+        result = super().start(grid, initial_arrays, num_rounds=num_rounds, timeout=timeout, train_config=train_config,
+                               evaluate_config=evaluate_config, evaluate_fn=None if evaluate_fn is None else observed)
+        self.close()
+        return result
+
+    def close(self):
+        """Record the last round and write the checkpoint's manifest (once); returns its directory.
+
+        When the DP wrapper runs Flower's own accountant, its ε is kept beside privaudit's (``report_epsilon``).
+        """
+        if not self._closed:
+            self._flush()
+            flower = flower_privacy_spent(self.strategy)
+            if flower is not None and flower[1] is not None and flower[1].num_releases > 0:
+                name, spent = flower
+                self.recorder.report_epsilon(float(spent.epsilon), float(spent.delta), client="server",
+                                             source=f"Flower {name} accountant ({spent.accounting_method}, "
+                                                    f"{spent.num_releases} releases)")
+            self._closed = True
+        return self.recorder.close()
+
+    # -- recording ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _metrics(record) -> dict[str, float]:
+        if record is None:
+            return {}
+        return {str(k): v for k, v in ((k, _number(v)) for k, v in record.items()) if v is not None}
+
+    def _observe(self, round_: int, record) -> None:
+        if self._pending is not None and self._pending["round"] == round_:
+            self._pending["metrics"].update(self._metrics(record))
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        self.recorder.record_round(pending["round"], global_model=pending["global"], client_releases=pending["releases"],
+                                   privacy_events=pending["events"], sampled_clients=pending["sampled"],
+                                   metrics=pending["metrics"])

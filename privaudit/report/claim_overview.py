@@ -1,0 +1,210 @@
+"""What the report's opening figure shows, read from claim-audit results: one panel per claim, one row per reading.
+
+A row holds, on one ε axis, the ε the claim states, the accountants' ε (an interval ``[lower, upper]``, a point
+where they coincide, an upper bound alone, or ∞) and the ε lower bounds the attacks certified. An attack's lower
+bound to the right of the claimed ε is what refutes a claim; an accountant's lower end to the right of it does too.
+
+Also the per-client ε the results record: a ledger result's ``per_client`` and the per-client tables readings keep
+in their ``details`` (:func:`per_client_epsilons`). Pure functions of result data: nothing here draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from privaudit.report.results import Result
+
+
+@dataclass(frozen=True)
+class AccountantMark:
+    """One accountant's ε for a reading: ``lower`` ``None`` = only an upper bound is known (``inf``: no bound)."""
+
+    label: str
+    upper: float
+    lower: float | None
+    implementation: bool  # evidence about the code as run (else: under the paper's assumptions)
+    assumptions_hold: bool
+
+
+@dataclass(frozen=True)
+class LowerBoundMark:
+    """An attack's certified ε lower bound (``ε ≥ value`` at confidence 1 − significance)."""
+
+    estimator: str
+    value: float
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    """One reading of a claim (or the claim itself, for result files without readings)."""
+
+    label: str
+    verdict: str
+    claimed: float | None
+    accountants: tuple[AccountantMark, ...] = ()
+    lower_bounds: tuple[LowerBoundMark, ...] = ()
+    note: str = ""  # shown in place of marks when the row has no ε at all (e.g. a PSNR comparison)
+
+
+@dataclass(frozen=True)
+class ClaimPanel:
+    claim_id: str
+    verdict: str
+    basis: str
+    claimed: float | None
+    delta: float | None
+    rows: tuple[ClaimRow, ...] = field(default_factory=tuple)
+
+    def values(self) -> list[float]:
+        """Every ε the panel shows (finite or not): sets the shared axis."""
+        out = [] if self.claimed is None else [self.claimed]
+        for row in self.rows:
+            out += [] if row.claimed is None else [row.claimed]
+            for a in row.accountants:
+                out += [a.upper] + ([] if a.lower is None else [a.lower])
+            out += [b.value for b in row.lower_bounds]
+        return out
+
+
+def _number(value: Any) -> float | None:
+    """A float (``"inf"`` strings of older files included), or ``None`` for anything that is not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "infinity"):
+        return math.inf
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _claimed(data: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    claimed = data.get("claimed")
+    if isinstance(claimed, Mapping):
+        return _number(claimed.get("epsilon")), _number(claimed.get("delta"))
+    return _number(claimed), _number(data.get("delta"))
+
+
+def _verdict(data: Mapping[str, Any]) -> str:
+    verdict = data.get("verdict")
+    if isinstance(verdict, Mapping):
+        verdict = verdict.get("verdict")
+    return str(verdict or "—")
+
+
+def _accountants(data: Mapping[str, Any]) -> tuple[AccountantMark, ...]:
+    raw = data.get("accountant")
+    if isinstance(raw, Mapping):
+        raw = [raw] if ("upper" in raw or "label" in raw) else [
+            {"label": str(k), **(v if isinstance(v, Mapping) else {"upper": v})} for k, v in raw.items()]
+    elif raw is not None and not isinstance(raw, list):
+        raw = [{"label": "accountant", "upper": raw}]
+    marks = []
+    for entry in raw or []:
+        if not isinstance(entry, Mapping):
+            continue
+        upper, lower = _number(entry.get("upper")), _number(entry.get("lower"))
+        if upper is None and lower is None:
+            continue
+        marks.append(AccountantMark(str(entry.get("accountant") or entry.get("label") or "accountant"),
+                                    math.inf if upper is None else upper, lower, bool(entry.get("implementation")),
+                                    entry.get("assumptions_hold") is not False))
+    return tuple(marks)
+
+
+def _lower_bounds(data: Mapping[str, Any]) -> tuple[LowerBoundMark, ...]:
+    marks = []
+    for entry in data.get("lower_bounds") or []:
+        value = _number(entry.get("epsilon_lb")) if isinstance(entry, Mapping) else None
+        if value is not None:
+            marks.append(LowerBoundMark(str(entry.get("estimator") or "attack"), max(0.0, value)))
+    return tuple(marks)
+
+
+def _row(label: str, data: Mapping[str, Any], fallback_claimed: float | None) -> ClaimRow:
+    claimed, _ = _claimed(data)
+    row = ClaimRow(label, _verdict(data), fallback_claimed if claimed is None and "claimed" not in data else claimed,
+                   _accountants(data), _lower_bounds(data))
+    if row.claimed is None and not row.accountants and not row.lower_bounds:
+        note = data.get("claimed", {}).get("note") if isinstance(data.get("claimed"), Mapping) else None
+        row = ClaimRow(label, row.verdict, None, note=f"no ε: {note}" if note else "no ε stated or measured")
+    return row
+
+
+def claim_panel(result: Result) -> ClaimPanel:
+    """The panel of one claim-audit result: a row per reading (or one row for the claim when it has none)."""
+    data = result.data
+    claimed, delta = _claimed(data)
+    readings = [r for r in data.get("readings") or [] if isinstance(r, Mapping)]
+    if readings:
+        rows = tuple(_row(f"{r.get('reading', '—')} ({r.get('role', '—')})", r, claimed) for r in readings)
+    else:
+        rows = (_row("the claim", data, claimed),)
+    return ClaimPanel(str(data.get("claim_id") or result.title), _verdict(data), str(data.get("verdict_basis") or ""),
+                      claimed, delta, rows)
+
+
+def claim_panels(results: Sequence[Result]) -> list[ClaimPanel]:
+    return [claim_panel(res) for res in results if res.kind == "claim-audit"]
+
+
+# -- per-client ε -------------------------------------------------------------------------------------------------
+#: Keys of the per-client records results carry, in order of preference: a ledger result's ``per_client``
+#: (``epsilon``, ``budget``), PFA's calibration table (``rdp_epsilon``, ``claimed``; privaudit.papers.pfa.recipe) and
+#: its trained run's rows (``epsilon_realised``, ``claimed_epsilon``; privaudit.papers.pfa.budget_calibration).
+EPSILON_KEYS = ("epsilon", "epsilon_realised", "rdp_epsilon")
+BUDGET_KEYS = ("budget", "claimed_epsilon", "claimed")
+
+
+@dataclass(frozen=True)
+class ClientEpsilons:
+    """Per-client ε of one run or setting, with each client's budget where the record has one."""
+
+    title: str
+    epsilons: tuple[float, ...]
+    budgets: tuple[float | None, ...]
+    delta: float | None = None
+
+
+def _first(record: Mapping[str, Any], keys: Sequence[str]) -> float | None:
+    for key in keys:
+        value = _number(record.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def per_client_epsilons(per_client: Any, title: str, delta: float | None = None) -> ClientEpsilons | None:
+    """``per_client`` as a ledger writes it (``{client: {"epsilon": …, "budget": …}}``) or as a list of per-client
+    records (:data:`EPSILON_KEYS`, :data:`BUDGET_KEYS`); ``None`` when it holds no client's ε."""
+    records = list(per_client.values()) if isinstance(per_client, Mapping) else per_client
+    if not isinstance(records, list):
+        return None
+    eps, budgets = [], []
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        value = _first(record, EPSILON_KEYS)
+        if value is not None:
+            eps.append(value)
+            budgets.append(_first(record, BUDGET_KEYS))
+    return ClientEpsilons(title, tuple(eps), tuple(budgets), delta) if eps else None
+
+
+def reading_client_epsilons(results: Sequence[Result]) -> list[ClientEpsilons]:
+    """The per-client ε tables the claims' readings record in ``details["per_client"]``."""
+    out = []
+    for res in results:
+        claim_id = res.data.get("claim_id")
+        _, delta = _claimed(res.data)
+        for reading in res.data.get("readings") or []:
+            details = reading.get("details") if isinstance(reading, Mapping) else None
+            if isinstance(details, Mapping) and "per_client" in details:
+                found = per_client_epsilons(details["per_client"], f"{claim_id} · {reading.get('reading')}", delta)
+                if found is not None:
+                    out.append(found)
+    return out

@@ -1,0 +1,114 @@
+"""CPU worker processes (``workers=N``): same local models as one process, pool lifecycle, refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from privaudit.data import load_dataset
+from privaudit.errors import InvalidParameterError
+from privaudit.executor import WorkerPool, threads_per_worker
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.run import TrainSpec, build_algorithm, run_training
+from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
+from privaudit.fl.engine.trainer import ClientTrainer
+
+
+def _cnn() -> nn.Module:
+    return seeded_torch_global(0, lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                                        nn.Flatten(), nn.Linear(4 * 4 * 4, 10)))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_everywhere(monkeypatch):
+    """Bit for bit needs the same torch thread count in every process: one here and in each worker (the default on a
+    2-core machine with 2 workers; pinned so the tests hold on bigger machines too)."""
+    import privaudit.executor
+
+    monkeypatch.setattr(privaudit.executor, "threads_per_worker", lambda workers, cores=None: 1)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def _cnn_run(execution: str, workers: int):
+    dataset = load_dataset("digits", num_clients=4, seed=0)
+    spec = TrainSpec(algorithm="fedavg", dataset="digits", rounds=2)
+    config = FederationConfig(rounds=2, local=LocalTrainingConfig(epochs=1, batch_size=64), execution=execution, seed=3)
+    return run_federation(dataset, _cnn(), build_algorithm(spec), config, progress=False, workers=workers)
+
+
+def _same(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sequential_cnn_clients_in_two_workers_are_one_worker_bit_for_bit():
+    one = _cnn_run("sequential", 1)
+    two = _cnn_run("sequential", 2)
+    assert two.info.execution_mode == "sequential on 2 worker processes" and two.info.hardware["workers"] == 2
+    assert _same(one.state, two.state)
+    assert [m.test_accuracy for m in one.history] == [m.test_accuracy for m in two.history]
+
+
+def test_stacked_convolutional_lanes_split_over_workers_agree_with_one_process():
+    one = _cnn_run("batched", 1)
+    two = _cnn_run("batched", 2)
+    assert one.info.execution_mode == "batched (layers)"
+    assert two.info.execution_mode == "batched (layers) on 2 worker processes"
+    for k in one.state:  # each lane's operations do not depend on its group; rounding may (BLAS blocking)
+        torch.testing.assert_close(two.state[k], one.state[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # two spawned pools under DP-SGD: ~10 s quiet, more on a loaded machine
+def test_dpsgd_clients_in_two_workers_are_one_worker_bit_for_bit():
+    def spec(workers: int) -> TrainSpec:
+        return TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=2, num_clients=4, privacy="dp-sgd",
+                         privacy_options={"clip": 1.0, "noise": 1.0}, local=LocalTrainingConfig(epochs=1, batch_size=16),
+                         workers=workers)
+
+    one, two = run_training(spec(1), progress=False), run_training(spec(2), progress=False)
+    assert "2 worker processes" in two.info.execution_mode
+    assert _same(one.state, two.state)
+    assert [e.to_dict() for e in one.ledger.events] == [e.to_dict() for e in two.ledger.events]
+
+
+def test_dense_stacked_models_stay_batched_in_the_main_process():
+    spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=1, num_clients=4, workers=2,
+                     local=LocalTrainingConfig(epochs=1))
+    result = run_training(spec, progress=False)
+    assert result.info.execution_mode == "batched (layers)"  # no pool was started for logistic regression
+
+
+def test_workers_are_checked():
+    model = _cnn()
+    with pytest.raises(InvalidParameterError, match="at least 1"):
+        ClientTrainer(model, (1, 8, 8), 10, LocalTrainingConfig(), "auto", SeedTree(0), workers=0)
+    with pytest.raises(InvalidParameterError, match="workers"):
+        run_training(TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=1, workers=0), progress=False)
+    assert threads_per_worker(2, cores=2) == 1 and threads_per_worker(3, cores=16) == 5 and threads_per_worker(4, cores=2) == 1
+
+
+def _context(payload):
+    return payload * 10
+
+
+def _add(context, item):
+    if item < 0:
+        raise InvalidParameterError(f"negative item {item}")
+    return context + item
+
+
+def test_worker_pool_keeps_item_order_and_stops_on_a_failed_job():
+    pool = WorkerPool(2, _context, 4)
+    try:
+        assert pool.map(_add, [3, 1, 2, 0]) == [43, 41, 42, 40]
+        assert pool.map(_add, [5]) == [45]  # the same workers, context built once
+        with pytest.raises(InvalidParameterError, match="negative item"):
+            pool.map(_add, [1, -1, 2])
+        with pytest.raises(InvalidParameterError, match="closed"):
+            pool.map(_add, [1])
+    finally:
+        pool.close()

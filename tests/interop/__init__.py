@@ -1,0 +1,1 @@
+"""Tests of privaudit.interop: federations trained outside privaudit, recorded as checkpoints."""
