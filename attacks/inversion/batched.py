@@ -38,6 +38,7 @@ from torch.func import functional_call, grad, grad_and_value, vmap
 
 from .client_simulation import ClientSimulator, FedSGDGradient, UnrolledLocalSGD, batch_slices
 from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
+from .inverting_gradients import descent_step
 from .labels import infer_labels
 from .objectives import Distance, total_variation
 from .threat_model import InversionPayload
@@ -139,13 +140,7 @@ def optimise_lanes(
     traces: list[list[float]] = [[] for _ in range(x.shape[0])]
     for iteration in range(settings.iterations):
         gradient, (_, matching) = step(x.detach())
-        x.grad = gradient.sign() if settings.signed else gradient
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        if box is not None:
-            with torch.no_grad():
-                x.copy_(torch.maximum(torch.minimum(x, box[1]), box[0]))
+        descent_step(x, gradient, optimizer, scheduler, box, signed=settings.signed)
         if iteration % settings.trace_every == 0:
             for trace, value in zip(traces, matching.tolist(), strict=True):
                 trace.append(float(value))

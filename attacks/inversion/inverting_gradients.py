@@ -68,6 +68,18 @@ def step_milestones(iterations: int) -> list[int]:
     return sorted({max(1, int(iterations * f)) for f in (3 / 8, 5 / 8, 7 / 8)})
 
 
+def descent_step(x: torch.Tensor, gradient: torch.Tensor, optimizer, scheduler, box, *, signed: bool) -> None:
+    """One step of IG's descent on the dummy images ``x``: Adam on the (signed) gradient, the step schedule, and the
+    projection onto the data range ``box`` (Geiping et al. 2020, §4: signed gradients, box constraint)."""
+    x.grad = gradient.sign() if signed else gradient
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    if box is not None:
+        with torch.no_grad():
+            x.copy_(torch.maximum(torch.minimum(x, box[1]), box[0]))
+
+
 def prepare_target(payload: InversionPayload, model: FunctionalModel) -> dict[str, torch.Tensor]:
     """The released update on the attack's device, in the model's precision."""
     return {k: v.detach().to(model.device, model.dtype) for k, v in payload.update.items()}
@@ -230,13 +242,7 @@ class InvertingGradientsAttack(InversionAttack):
                 matching = self.matching_loss(simulator, model, x, targets, target_update, distance)
                 objective = matching + cfg.tv_weight * total_variation(x) if cfg.tv_weight > 0 else matching
                 (grad,) = torch.autograd.grad(objective, x)
-                x.grad = grad.sign() if cfg.signed else grad
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-                if box is not None:
-                    with torch.no_grad():
-                        x.copy_(torch.maximum(torch.minimum(x, box[1]), box[0]))
+                descent_step(x, grad, optimizer, scheduler, box, signed=cfg.signed)
                 if iteration % cfg.trace_every == 0:
                     trace.append(float(matching.detach()))
             final = float(self.matching_loss(simulator, model, x, targets, target_update, distance).detach())
