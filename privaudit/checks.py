@@ -8,6 +8,7 @@ value it got; inner code trusts what it receives. No numpy, no torch: every laye
 from __future__ import annotations
 
 import math
+from enum import Enum
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
@@ -53,3 +54,15 @@ def integer_at_least(name: str, value: Any, minimum: int) -> int:
     if value < minimum:
         raise InvalidParameterError(f"{name} must be an integer ≥ {minimum}, got {value}")
     return value
+
+
+def parse_enum(enum: type[Enum], value: Any, what: str) -> Any:
+    """The member of ``enum`` that ``value`` names (a member, or its value in any case, ``_`` or ``-``); else one
+    :class:`~privaudit.errors.InvalidParameterError` that lists the choices."""
+    if isinstance(value, enum):
+        return value
+    key = str(value).strip().lower().replace("_", "-")
+    for member in enum:
+        if member.value == key:
+            return member
+    raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(repr(m.value) for m in enum)}")

@@ -34,6 +34,7 @@ from typing import Any
 
 from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, PureDP
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientDraws, ClientResult
 from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
@@ -77,16 +78,6 @@ class _ClockSeeds:
         if self.clock is not None:
             return {"clock": "injected"}
         return {"clock": f"simulated: reference processing order, reads {clock_seed.MEAN_GAP_MS:g} ms apart on average"}
-
-
-def _parse(enum: type[Enum], value: Any, what: str) -> Any:
-    if isinstance(value, enum):
-        return value
-    key = str(value).strip().lower().replace("_", "-")
-    for member in enum:
-        if member.value == key:
-            return member
-    raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(repr(m.value) for m in enum)}")
 
 
 class NoiseStd(str, Enum):
@@ -136,9 +127,9 @@ class OutputPerturbationConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value > 0 or math.isinf(value):
                 raise InvalidParameterError(f"output perturbation needs a finite positive {name}, got {value!r}")
-        object.__setattr__(self, "noise_std", _parse(NoiseStd, self.noise_std, "noise std convention"))
-        object.__setattr__(self, "rng", _parse(NoiseRng, self.rng, "noise RNG"))
-        object.__setattr__(self, "sensitivity", _parse(Sensitivity, self.sensitivity, "sensitivity model"))
+        object.__setattr__(self, "noise_std", parse_enum(NoiseStd, self.noise_std, "noise std convention"))
+        object.__setattr__(self, "rng", parse_enum(NoiseRng, self.rng, "noise RNG"))
+        object.__setattr__(self, "sensitivity", parse_enum(Sensitivity, self.sensitivity, "sensitivity model"))
 
     @property
     def std(self) -> float:
@@ -269,9 +260,9 @@ class ObjectivePerturbationConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.alpha, int | float) or not self.alpha > 0 or math.isinf(self.alpha):
             raise InvalidParameterError(f"objective perturbation needs a finite positive α, got {self.alpha!r}")
-        object.__setattr__(self, "noise_law", _parse(ObjectiveNoiseLaw, self.noise_law, "objective noise law"))
-        object.__setattr__(self, "rng", _parse(NoiseRng, self.rng, "noise RNG"))
-        object.__setattr__(self, "solver", _parse(ObjectiveSolver, self.solver, "objective-perturbation solver"))
+        object.__setattr__(self, "noise_law", parse_enum(ObjectiveNoiseLaw, self.noise_law, "objective noise law"))
+        object.__setattr__(self, "rng", parse_enum(NoiseRng, self.rng, "noise RNG"))
+        object.__setattr__(self, "solver", parse_enum(ObjectiveSolver, self.solver, "objective-perturbation solver"))
         if not self.grad_tol > 0 or int(self.max_iter) < 1 or not self.u1 > 0 or not self.u2 > 0:
             raise InvalidParameterError("objective perturbation needs grad_tol > 0, max_iter ≥ 1, u₁ > 0 and u₂ > 0")
 

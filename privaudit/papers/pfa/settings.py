@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 from privaudit.papers.pfa.budget_calibration import CalibrationMethod, PlannedSteps
 from privaudit.papers.pfa.budget_participation import PrecheckPolicy
@@ -42,16 +43,6 @@ class NoPublic(str, Enum):
 class ProjectionScope(str, Enum):
     TENSOR = "tensor"
     MODEL = "model"
-
-
-def _parse(enum: type[Enum], value: Any, what: str) -> Any:
-    if isinstance(value, enum):
-        return value
-    key = str(value).strip().lower().replace("_", "-")
-    for member in enum:
-        if member.value == key:
-            return member
-    raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(repr(m.value) for m in enum)}")
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -148,9 +139,9 @@ class ProjectionSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "projection", ProjectionForm.parse(self.projection))
-        object.__setattr__(self, "projection_scope", _parse(ProjectionScope, self.projection_scope, "projection scope"))
+        object.__setattr__(self, "projection_scope", parse_enum(ProjectionScope, self.projection_scope, "projection scope"))
         object.__setattr__(self, "eigensolver", EigenSolver.parse(self.eigensolver))
-        object.__setattr__(self, "no_public", _parse(NoPublic, self.no_public, "no-public policy"))
+        object.__setattr__(self, "no_public", parse_enum(NoPublic, self.no_public, "no-public policy"))
         object.__setattr__(self, "projection_dims", _positive_int("projection dims k", self.projection_dims))
         object.__setattr__(self, "lanczos_iterations", _positive_int("Lanczos iterations", self.lanczos_iterations))
 
