@@ -61,6 +61,21 @@ def _call(fn: TrialFn, trial: Trial) -> tuple[str, Any]:
     return trial.trial_id, fn(trial.spec, trial.seed)
 
 
+def _call_on_device(fn: TrialFn, trial: Trial, device: str | None) -> tuple[str, Any]:
+    """:func:`_call` with the caller's training device (:func:`privaudit.device.training_device`) in effect."""
+    from privaudit.device import DEVICE_ENV
+
+    previous = os.environ.pop(DEVICE_ENV, None)
+    if device is not None:
+        os.environ[DEVICE_ENV] = device
+    try:
+        return _call(fn, trial)
+    finally:
+        os.environ.pop(DEVICE_ENV, None)
+        if previous is not None:
+            os.environ[DEVICE_ENV] = previous
+
+
 class Executor:
     """Runs trials and yields ``(trial_id, result)`` as they finish (in any order)."""
 
@@ -229,6 +244,15 @@ class WorkerPool:
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(context, item) for item in items]`` computed by the workers, in item order."""
+        return self.map_alongside(fn, items, None)[0]
+
+    def map_alongside(self, fn: Callable[[Any, Any], Any], items: Sequence[Any],
+                      local: Callable[[], Any] | None) -> tuple[list[Any], Any]:
+        """:meth:`map`, with the calling process computing ``local()`` while the workers compute the items.
+
+        Returns the items' results (in item order) and ``local()``'s value (``None`` without ``local``). If either
+        side fails, the pool is stopped at once and the error raised, as in :meth:`map`.
+        """
         pool = self._pool
         if pool is None:
             raise InvalidParameterError("the worker pool is closed")
@@ -236,9 +260,10 @@ class WorkerPool:
         try:
             with _sigterm_raises_terminated():
                 futures = [pool.submit(_call_in_context, fn, item) for item in items]
+                mine = local() if local is not None else None
                 results = [future.result() for future in futures]
             done = True
-            return results
+            return results, mine
         finally:
             if not done:
                 self._pool = None
@@ -274,9 +299,12 @@ class RayExecutor(Executor):
             ray.init(**{k: v for k, v in kwargs.items() if v is not None})
 
     def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
+        from privaudit.device import default_device
+
         ray = self._ray
-        remote = ray.remote(_call)
-        pending = [remote.remote(fn, t) for t in trials]
+        remote = ray.remote(_call_on_device)
+        device = default_device()  # Ray's workers do not inherit this process's environment: each task takes it along
+        pending = [remote.remote(fn, t, device) for t in trials]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])

@@ -273,15 +273,41 @@ def _convnet(input_shape: tuple[int, ...], num_classes: int, negative_slope: flo
     setting gradient-inversion attacks (and FedReg's one-step attack, 002 App. B.4) assume.
     """
     channels, _, _ = shape = _image_shape("convnet", input_shape)
+    features = _convnet_features(channels, negative_slope, batch_norm=False)
+    flat = _feature_count("convnet", features, shape)
+    return _FeaturesThenHead(features, nn.Linear(flat, num_classes))
+
+
+def _convnet_features(channels: int, negative_slope: float, *, batch_norm: bool) -> nn.Sequential:
+    """The six 3×3 convolutions of ``convnet`` (16, 32, 32, 64, 64, 96 channels; strides 1, 2, 1, 2, 1, 2; padding 1),
+    each followed by LeakyReLU — with ``batch_norm``, by a BatchNorm2d first, and without the convolution's bias."""
     widths = (16, 32, 32, 64, 64, 96)
     strides = (1, 2, 1, 2, 1, 2)
     layers: list[nn.Module] = []
     previous = channels
     for width, stride in zip(widths, strides, strict=True):
-        layers += [nn.Conv2d(previous, width, 3, stride=stride, padding=1), nn.LeakyReLU(negative_slope)]
+        conv = nn.Conv2d(previous, width, 3, stride=stride, padding=1, bias=not batch_norm)
+        layers += [conv, nn.BatchNorm2d(width), nn.LeakyReLU(negative_slope)] if batch_norm else [conv, nn.LeakyReLU(negative_slope)]
         previous = width
-    features = nn.Sequential(*layers)
-    flat = _feature_count("convnet", features, shape)
+    return nn.Sequential(*layers)
+
+
+def _convnet_bn(input_shape: tuple[int, ...], num_classes: int, negative_slope: float = 0.2) -> nn.Module:
+    """``convnet`` with a ``BatchNorm2d`` after each convolution, for inversion experiments with batch-norm priors.
+
+    The same six 3×3 convolutions (16, 32, 32, 64, 64, 96 channels; strides 1, 2, 1, 2, 1, 2; padding 1), each followed
+    by BatchNorm2d (PyTorch defaults: ε = 1e-5, momentum 0.1, affine, running statistics tracked) and LeakyReLU, then one
+    linear layer. The convolutions have no bias: BatchNorm's shift β takes its place (a bias before a train-mode
+    BatchNorm is subtracted again with the batch mean and gets a zero gradient). In training mode a batch's
+    normalisation uses its own statistics, so one example's gradient depends on the whole batch, and the running
+    statistics the client's forward passes leave in the buffers reveal the batch's feature means and variances
+    (the prior of Yin et al., "See through Gradients", CVPR 2021: :mod:`attacks.inversion.bn_prior`).
+    """
+    channels, _, _ = shape = _image_shape("convnet-bn", input_shape)
+    features = _convnet_features(channels, negative_slope, batch_norm=True)
+    features.eval()  # measure the output size without touching the running statistics (and with one 1×1 example)
+    flat = _feature_count("convnet-bn", features, shape)
+    features.train()
     return _FeaturesThenHead(features, nn.Linear(flat, num_classes))
 
 
@@ -331,6 +357,7 @@ _MODELS: dict[str, _ModelEntry] = {
     "pfa-lr": _ModelEntry(_pfa_lr, "PFA logistic regression, zero init (7,850 params on MNIST)"),
     "pfa-cnn": _ModelEntry(_pfa_cnn, "PFA / TF-privacy MNIST CNN (26,010 params on MNIST)"),
     "convnet": _ModelEntry(_convnet, "6-conv LeakyReLU ConvNet without BatchNorm for gradient inversion (R-GAP cnn6 style)"),
+    "convnet-bn": _ModelEntry(_convnet_bn, "convnet with BatchNorm2d after each (bias-free) conv, for BN-statistics inversion priors"),
     "lenet-dlg": _ModelEntry(_lenet_dlg, "DLG LeNet: 3 sigmoid 5×5 convs (12 ch) + linear, U(-0.5,0.5) init (Zhu et al. 2019)"),
 }
 

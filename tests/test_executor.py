@@ -1,10 +1,12 @@
 """The trial executor: same seeds give the same results in-process and in a process pool; resumable."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
+from privaudit.device import DEVICE_ENV, training_device
 from privaudit.errors import InvalidParameterError
 from privaudit.executor import (
     TRIALS_FILE,
@@ -95,3 +97,20 @@ def test_ray_executor_is_optional():
         trials = make_trials(({"mean": 0.0, "in": True} for _ in range(4)), base_seed=1)
         assert run_trials(noisy_score, trials, executor=make_executor("ray", workers=2), progress=False) == run_trials(
             noisy_score, trials, progress=False)
+        with training_device("cpu"):  # Ray's workers see the audit's --device (they do not inherit the environment)
+            seen = run_trials(device_seen, make_trials([{}], base_seed=0), executor=make_executor("ray"), progress=False)
+        assert seen == ["cpu"]
+
+
+def device_seen(spec, seed):
+    return os.environ.get(DEVICE_ENV)
+
+
+def test_a_trial_runs_with_the_callers_device_and_leaves_the_environment_as_it_was(monkeypatch):
+    from privaudit.executor import Trial, _call_on_device
+
+    monkeypatch.setenv(DEVICE_ENV, "before")
+    trial = Trial("t", {}, 0)
+    assert _call_on_device(device_seen, trial, "cuda:1") == ("t", "cuda:1")
+    assert _call_on_device(device_seen, trial, None) == ("t", None)
+    assert os.environ[DEVICE_ENV] == "before"

@@ -2,8 +2,13 @@
 
 Threat model (what an attack receives): :class:`InversionPayload` = architecture factory + global weights +
 released update + :class:`DataSpec` + :class:`ClientKnowledge`. Attacks by name: :func:`build_attack`
-(``analytic``, ``label``, ``dlg``, ``ig``, ``adaptive-mg``). Client-side releases for experiments:
+(``analytic``, ``label``, ``dlg``, ``ig``, ``adaptive-mg``, ``imprint`` — a malicious server that modifies the model). Client-side releases for experiments:
 :func:`release_update`. End-to-end entry point: :func:`run_inversion`.
+
+On models with BatchNorm every attack simulates the client in train mode: each layer normalises with the batch's own
+statistics, as a training client does, and the running buffers stay the global ones
+(:class:`~attacks.inversion.functional_model.FunctionalModel`). This holds for checkpoint attacks on recorded
+architectures too, which used the stored running statistics (eval mode) before the BatchNorm prior was added.
 """
 
 from .adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig, naive_and_adaptive
@@ -22,6 +27,7 @@ from .experiment import (
 )
 from .fedreg_forward import FedRegLocalTraining, fgsm_pseudo_inputs, modified_gradient, sign_straight_through
 from .figures import save_image_grid
+from .imprint import ImprintAttack, ImprintConfig
 from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
 from .label_attack import LabelInferenceAttack, LabelInferenceConfig
 from .labels import infer_labels
@@ -54,6 +60,8 @@ __all__ = [
     "FedRegMGRelease",
     "FedSGDGradient",
     "FedSGDRelease",
+    "ImprintAttack",
+    "ImprintConfig",
     "InversionAttack",
     "InversionExperiment",
     "InversionPayload",

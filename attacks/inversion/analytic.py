@@ -40,7 +40,7 @@ from privaudit.errors import InvalidParameterError
 
 from .base import InversionAttack
 from .functional_model import FunctionalModel
-from .labels import infer_labels, uniform_in_box
+from .labels import labels_or_reason, probe_pair
 from .model_probe import LayerCall, capture_layer_input, trace_parameterised_layers
 from .threat_model import InversionPayload, InversionResult
 
@@ -139,11 +139,13 @@ def least_squares_input(weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> t
 def separate_batch(
     weight_grad: torch.Tensor, bias_grad: torch.Tensor, count: int, tolerance: float, threshold: float
 ) -> tuple[torch.Tensor, list[bool]]:
-    """Group rows whose candidates ∂W_i/∂b_i coincide; return ``count`` inputs and which are exact.
+    """Group rows whose candidates ∂W_i/∂b_i coincide; return ``count`` inputs and which rest on agreeing rows.
 
     Rows are scanned by decreasing |∂b_i|; a row joins the first group whose representative is within
     ``tolerance`` (relative L2), else starts a group. Groups of ≥ 2 rows (pure rows) come first, largest
-    first; if fewer than ``count`` exist, the strongest single rows fill the rest (flagged inexact).
+    first; if fewer than ``count`` exist, the strongest single rows fill the rest (flagged ``False``). Agreeing rows
+    are what a lone example produces, but examples that always activate the same units together produce agreeing
+    rows too (their fixed mixture): the flag is evidence of separation, not proof.
     """
     strength = bias_grad.abs()
     active = torch.nonzero(strength > threshold * strength.max()).flatten()
@@ -184,7 +186,7 @@ class AnalyticAttack(InversionAttack):
 
     def _run(self, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator) -> InversionResult:
         cfg: AnalyticConfig = self.config
-        probe = uniform_in_box(payload, 1, generator, model)
+        probe = probe_pair(payload, generator, model)  # two inputs: BatchNorm in train mode needs more than one
         layer = first_fc_layer(model, probe)
         weight_name, bias_name = layer.parameter_name("weight"), layer.parameter_name("bias")
         for name in (weight_name, bias_name):
@@ -205,16 +207,13 @@ class AnalyticAttack(InversionAttack):
         notes = {
             "first_layer": layer.name,
             "input_map": "identity" if input_map.is_identity else "elementwise-affine (inverted with the attacker's α, β)",
-            "examples_separated_exactly": int(sum(exact)),
-            "exact": exact,
+            # rows that agree are one example's input, or a fixed mixture of examples that always activate the same
+            # units together: agreement is evidence of separation, not proof (the PSNR against the truth is the proof)
+            "candidates_with_agreeing_rows": int(sum(exact)),
+            "rows_agree": exact,
             "labels_paired": count == 1,
         }
         if payload.knowledge.local_steps > 1:
             notes["approximate"] = "multi-step update: the row ratio is not exact"
-        try:
-            labels, rule = infer_labels(payload, model, generator, cfg.label_strategy)
-            notes["label_strategy"] = rule
-        except InvalidParameterError as exc:
-            labels = None
-            notes["label_strategy"] = f"none ({exc})"
+        labels, notes["label_strategy"] = labels_or_reason(payload, model, generator, cfg.label_strategy)
         return InversionResult(attack=self.name, images=x.detach().cpu(), labels=None if labels is None else labels.cpu(), settings=notes)

@@ -24,6 +24,10 @@ none of 16, and a few of 64 on the CPU, with the same mean PSNR).
 Attacks are grouped by what a lane shares (the client simulation, the data format, the global weights' shapes):
 each group is one optimisation. A simulator without a functional form (FedReg's, used by ``adaptive-mg``)
 makes :func:`functional_simulation` return ``None`` and the caller runs those attacks one by one.
+
+With the BatchNorm-statistics prior on (:mod:`attacks.inversion.bn_prior`), each lane adds α_BN·R_BN(x_l) against its
+own attack's target statistics (stacked per lane); R_BN also depends on x_l only, so lanes stay independent. Lanes of
+one optimisation share the prior's structure (layers, candidate batches and weights), which the group key includes.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.func import functional_call, grad, grad_and_value, vmap
+from torch.func import grad, grad_and_value, vmap
 
+from .bn_prior import BatchNormTarget, bn_prior
 from .client_simulation import ClientSimulator, FedSGDGradient, UnrolledLocalSGD, batch_slices
 from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
 from .inverting_gradients import descent_step
@@ -45,13 +50,15 @@ from .threat_model import InversionPayload
 
 #: ``simulate(params, inputs, targets) -> update``: a client simulation written with torch.func (vmap-able).
 FunctionalSimulation = Callable[[ParamDict, torch.Tensor, torch.Tensor], ParamDict]
+#: ``prior(params, inputs, statistics) -> scalar``: a per-lane image prior with per-lane target statistics (vmap-able).
+LanePrior = Callable[[ParamDict, torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
 
 
 def functional_simulation(simulator: ClientSimulator, model: FunctionalModel) -> FunctionalSimulation | None:
     """The ``torch.func`` form of ``simulator`` on ``model`` (``None`` for simulators without one)."""
 
     def loss(params: ParamDict, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return soft_cross_entropy(functional_call(model.module, (params, model.buffers), (inputs,)), targets)
+        return soft_cross_entropy(model(params, inputs), targets)  # FunctionalModel: one-line BatchNorm errors
 
     if type(simulator) is FedSGDGradient:
         return grad(loss)
@@ -98,6 +105,7 @@ class LaneSettings:
     lr_schedule: bool
     trace_every: int
     milestones: tuple[int, ...]
+    bn_weight: float = 0.0  # α_BN of the BatchNorm prior (used when ``optimise_lanes`` gets a prior)
 
 
 def optimise_lanes(
@@ -111,23 +119,30 @@ def optimise_lanes(
     box: tuple[torch.Tensor, torch.Tensor] | None,
     settings: LaneSettings,
     on_iteration: Callable[[int], None] | None = None,
+    prior: LanePrior | None = None,
+    prior_targets: dict[str, torch.Tensor] | None = None,
 ) -> list[LaneOutcome]:
     """Signed-Adam gradient matching for all lanes at once (Geiping et al.'s optimiser, per lane).
 
     ``starts`` ``[L, n, ...]``, ``targets`` ``[L, n, C]``, ``target_updates`` ``{name: [L, ...]}``; ``params`` are the
-    global weights, the same for every lane (``shared_params``) or stacked ``[L, ...]``.
+    global weights, the same for every lane (``shared_params``) or stacked ``[L, ...]``. ``prior(params, x, statistics)``
+    with ``prior_targets`` ``{name: [L, ...]}``: an extra term ``settings.bn_weight``·prior per lane (the BatchNorm prior).
     """
     param_dim = None if shared_params else 0
+    statistics = prior_targets if prior is not None and prior_targets is not None else {}
 
-    def lane_terms(x: torch.Tensor, p: ParamDict, t: torch.Tensor, u: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def lane_terms(x: torch.Tensor, p: ParamDict, t: torch.Tensor, u: dict[str, torch.Tensor],
+                   s: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         matching = distance(simulate(p, x, t), u)
         objective = matching + settings.tv_weight * total_variation(x) if settings.tv_weight > 0 else matching
+        if prior is not None:
+            objective = objective + settings.bn_weight * prior(p, x, s)
         return objective, matching
 
-    lanes = vmap(lane_terms, in_dims=(0, param_dim, 0, 0))
+    lanes = vmap(lane_terms, in_dims=(0, param_dim, 0, 0, 0))
 
     def total(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        objective, matching = lanes(x, params, targets, target_updates)
+        objective, matching = lanes(x, params, targets, target_updates, statistics)
         return objective.sum(), matching.detach()
 
     step = grad_and_value(total, has_aux=True)
@@ -147,7 +162,7 @@ def optimise_lanes(
         if on_iteration is not None:
             on_iteration(iteration + 1)
     with torch.no_grad():
-        _, final = lanes(x.detach(), params, targets, target_updates)
+        _, final = lanes(x.detach(), params, targets, target_updates, statistics)
     finals = [float(v) for v in final.tolist()]
     for trace, value in zip(traces, finals, strict=True):
         trace.append(value)
@@ -167,6 +182,7 @@ class PreparedAttack:
     starts: list[torch.Tensor]
     seed: int
     seconds: float  # its own preparation (label inference, draws)
+    bn_target: BatchNormTarget | None = None  # the BatchNorm prior's target statistics, when the prior is on
 
 
 def group_key(payload: InversionPayload, model: FunctionalModel, simulator: ClientSimulator) -> tuple[Any, ...]:
@@ -179,13 +195,13 @@ def group_key(payload: InversionPayload, model: FunctionalModel, simulator: Clie
 
 
 def prepare_attack(index: int, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator, restarts: int,
-                   label_strategy: str, seed: int) -> PreparedAttack:
+                   label_strategy: str, seed: int, *, bn_target: BatchNormTarget | None = None) -> PreparedAttack:
     """Labels first, then the restarts' starting points, from the attack's own generator (the sequential order)."""
     started = time.perf_counter()
     labels, rule = infer_labels(payload, model, generator, label_strategy)
     shape = (payload.knowledge.num_examples, *payload.data.shape)
     starts = [torch.randn(shape, generator=generator, device=model.device, dtype=model.dtype) for _ in range(restarts)]
-    return PreparedAttack(index, payload, model, labels, rule, starts, seed, time.perf_counter() - started)
+    return PreparedAttack(index, payload, model, labels, rule, starts, seed, time.perf_counter() - started, bn_target)
 
 
 def run_group(
@@ -212,5 +228,15 @@ def run_group(
     targets = torch.stack([one_hot(a.labels, num_classes).to(device, dtype) for a in group for _ in range(restarts)])
     updates = {k: torch.stack([a.payload.update[k].detach().to(device, dtype) for a in group for _ in range(restarts)]) for k in names}
     box = first.payload.data.box(device) if boxed else None
-    outcomes = optimise_lanes(simulate, distance, params, shared, starts, targets, updates, box, settings, on_iteration)
+    prior = prior_targets = None
+    if first.bn_target is not None:
+        structure = first.bn_target
+
+        def prior(p: ParamDict, x: torch.Tensor, statistics: dict[str, torch.Tensor]) -> torch.Tensor:
+            return bn_prior(first.model, p, x, structure, statistics)
+
+        prior_targets = {k: torch.stack([a.bn_target.tensors()[k] for a in group for _ in range(restarts)])  # type: ignore[union-attr]
+                         for k in structure.tensors()}
+    outcomes = optimise_lanes(simulate, distance, params, shared, starts, targets, updates, box, settings, on_iteration,
+                              prior, prior_targets)
     return [(a, outcomes[i * restarts:(i + 1) * restarts]) for i, a in enumerate(group)]

@@ -11,6 +11,12 @@ update and restart a lane (:mod:`attacks.inversion.batched`); ``batched=False`` 
 Defence specs: ``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg`` (FedReg's local step without the modified
 gradient), ``fedreg-mg``, ``dpsgd:<σ>`` (DP-SGD with noise multiplier σ). For ``adaptive-mg`` against
 ``fedreg``/``fedreg-mg`` the attacker assumes the defence's FedReg hyper-parameters unless ``attack_options`` override them (the protocol is public).
+
+Threat model: the server is honest-but-curious unless the attack has ``modify_model`` (``imprint``): that server is
+malicious — it modifies the model before the round (from public data: the records not attacked), every client
+computes its update on the modified model, and the run records the modification (``InversionRun.server``) and, per
+update, the ground truth of what it separated (``server_ground_truth``: bin occupancy, and how many images have a
+reconstruction ≥ 40 dB anywhere among the update's rows, before matching).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from .threat_model import DataSpec, InversionPayload
 
 #: Defence specs :func:`parse_defence` accepts (``dpsgd`` takes the noise multiplier σ after a colon).
 DEFENCE_SPECS: tuple[str, ...] = ("fedsgd", "fedavg", "fedprox", "fedreg", "fedreg-mg", "dpsgd:<σ>")
+
+#: The server of every attack that does not modify the model (it only reads the released update).
+HONEST_SERVER = "honest-but-curious (model unmodified)"
 
 _FEDREG_SHARED = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize")
 
@@ -136,6 +145,7 @@ class InversionRun:
     grid_path: str | None = None
     psnr: list[float] = field(default_factory=list)
     ssim: list[float] = field(default_factory=list)
+    server: dict[str, Any] = field(default_factory=lambda: {"behaviour": HONEST_SERVER})
     ground_truth: torch.Tensor | None = field(default=None, repr=False)
     reconstructions: torch.Tensor | None = field(default=None, repr=False)
 
@@ -210,18 +220,37 @@ def attack_and_score(
                         torch.cat(recon) if recon else None)
 
 
-def _pick_examples(cfg: InversionExperiment) -> tuple[torch.Tensor, torch.Tensor, DataSpec]:
+def _pick_examples(cfg: InversionExperiment, dataset: Any = None) -> tuple[torch.Tensor, torch.Tensor, DataSpec]:
+    """The attacked examples and the data spec (``dataset``: ``cfg.dataset`` already loaded, else it is loaded)."""
     from privaudit.data import load_dataset
 
-    dataset = load_dataset(cfg.dataset, seed=cfg.seed)
+    dataset = load_dataset(cfg.dataset, seed=cfg.seed) if dataset is None else dataset
     x = np.concatenate([c.x_train for c in dataset.clients if c.num_train])
     y = np.concatenate([c.y_train for c in dataset.clients if c.num_train])
     if len(x) < cfg.num_images:
         raise InvalidParameterError(f"dataset {cfg.dataset!r} has {len(x)} training examples, {cfg.num_images} requested")
-    chosen = np.random.default_rng(cfg.seed).permutation(len(x))[: cfg.num_images]
+    chosen = _attacked_order(cfg, len(x))[: cfg.num_images]
     mean, std = dataset.normalization if dataset.normalization is not None else (None, None)
     spec = DataSpec(dataset.input_shape, dataset.num_classes, tuple(dataset.data_range), mean, std)
     return torch.from_numpy(x[chosen]), torch.from_numpy(y[chosen]), spec
+
+
+def _attacked_order(cfg: InversionExperiment, size: int) -> np.ndarray:
+    """The seeded order of the pooled training examples; the first ``num_images`` are attacked."""
+    return np.random.default_rng(cfg.seed).permutation(size)
+
+
+def _public_inputs(cfg: InversionExperiment, dataset: Any) -> torch.Tensor:
+    """What a malicious server knows of the data distribution: every record but the attacked ones.
+
+    The pooled training examples not chosen for the attack (other clients' records, and the attacked clients'
+    own records that are not in the attacked batch) and the test split, in model space. ``dataset`` is
+    ``cfg.dataset`` as loaded by :func:`_pick_examples`.
+    """
+    x = np.concatenate([c.x_train for c in dataset.clients if c.num_train])
+    rest = x[_attacked_order(cfg, len(x))[cfg.num_images :]]
+    tests = [c.x_test for c in dataset.clients if c.num_test]
+    return torch.from_numpy(np.concatenate([rest, *tests]) if tests else rest)
 
 
 def _attack_options(cfg: InversionExperiment, defence: Any) -> dict[str, Any]:
@@ -238,10 +267,12 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
 
     ``progress(k)`` is called after the k-th update has been attacked.
     """
+    from privaudit.data import load_dataset
     from privaudit.models import build_model
 
     start = time.perf_counter()
-    inputs, labels, spec = _pick_examples(config)
+    dataset = load_dataset(config.dataset, seed=config.seed)
+    inputs, labels, spec = _pick_examples(config, dataset)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         weights = {k: v.detach().clone() for k, v in build_model(config.model, spec.shape, spec.num_classes).state_dict().items()}
@@ -251,16 +282,27 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
 
     defence = parse_defence(config.defence, config.defence_options)
     attack = build_attack(config.attack, device=config.device, **_attack_options(config, defence))
+    client_factory, client_weights, modification = factory, weights, None
+    if hasattr(attack, "modify_model"):  # a malicious server: the clients train the model it modified
+        modification = attack.modify_model(factory, weights, spec, _public_inputs(config, dataset), seed=config.seed)
+        client_factory, client_weights = modification.factory, modification.weights
     per_update = config.examples_per_update
     batches = []
     for u in range(config.num_images // per_update):
         batch = slice(u * per_update, (u + 1) * per_update)
         payload = release_update(
-            defence, factory, weights, inputs[batch], labels[batch], spec,
+            defence, client_factory, client_weights, inputs[batch], labels[batch], spec,
             seed=config.seed + u, device=config.device, labels_known=config.labels_known,
         )
         batches.append((payload, inputs[batch], labels[batch]))
     scored = attack_and_score(attack, batches, spec, seed=config.seed, progress=progress, batched=config.batched)
+    if modification is not None:  # ground truth the attacker does not see: how many inputs each bin caught
+        for u, (record, (_, batch_inputs, _)) in enumerate(zip(scored.records, batches, strict=True)):
+            record["server_ground_truth"] = modification.design.occupancy(batch_inputs)
+            if scored.reconstructions is not None:  # before matching: does any reconstruction reach 40 dB?
+                rows = slice(u * per_update, (u + 1) * per_update)
+                record["server_ground_truth"].update(
+                    rows_present_at_40_db(scored.ground_truth[rows], scored.reconstructions[rows]))
     grid_path = None
     if config.out_dir is not None and scored.reconstructions is not None:
         out = Path(config.out_dir)
@@ -284,12 +326,31 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
         grid_path=grid_path,
         psnr=scored.psnr,
         ssim=scored.ssim,
+        server={"behaviour": HONEST_SERVER} if modification is None else modification.describe(),
         ground_truth=scored.ground_truth,
         reconstructions=scored.reconstructions,
     )
     if config.out_dir is not None:
         (Path(config.out_dir) / "inversion.json").write_text(json.dumps(_json_safe(run.to_dict()), indent=2))
     return run
+
+
+#: PSNR (dB, [0, 1] images) at which a reconstruction counts as the image's row in ``rows_present_at_40_db``.
+ROW_PRESENT_DB = 40.0
+
+
+def rows_present_at_40_db(truth: torch.Tensor, reconstructions: torch.Tensor) -> dict[str, Any]:
+    """How many true images have a reconstruction ≥ 40 dB anywhere among ``reconstructions`` (no matching).
+
+    Both on [0, 1]. The scoring's one-to-one matching minimises the total MSE, so it can pair such a row with
+    another image; this count is what an attacker who picked the right row would have.
+    """
+    t = truth.reshape(truth.shape[0], -1).to(torch.float64)
+    r = reconstructions.reshape(reconstructions.shape[0], -1).to(torch.float64)
+    mse = ((t[:, None, :] - r[None, :, :]) ** 2).mean(dim=2)
+    best = mse.min(dim=1).values
+    present = best <= 10 ** (-ROW_PRESENT_DB / 10)  # PSNR = −10·log10(MSE) ≥ 40 dB
+    return {"inputs_with_a_row_at_40_db": int(present.sum()), "row_present_rule": "PSNR ≥ 40 dB on [0, 1] images, any row"}
 
 
 def _json_safe(value: Any) -> Any:

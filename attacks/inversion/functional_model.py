@@ -4,6 +4,13 @@ Attacks need the model as a pure function of (parameters, inputs) so that simula
 be differentiated with respect to candidate inputs (``torch.func.functional_call``). This module builds
 that copy from an :class:`~attacks.inversion.threat_model.InversionPayload` and provides the soft-label
 cross-entropy every simulated client step uses.
+
+BatchNorm layers run in train mode for every attack (``dlg``, ``ig``, ``label``, ``analytic``, ...): they normalise
+with each batch's own statistics, as a client training in train mode does, so the simulated update is the client's
+train-mode update. Checkpoint attacks on recorded BatchNorm architectures used the stored running statistics (eval
+mode) before the BatchNorm prior (:mod:`attacks.inversion.bn_prior`) was added. A batch with one value per channel
+(one example whose feature map shrinks to 1×1) cannot be normalised with its own statistics; calling the model on it
+raises :class:`~privaudit.errors.InvalidParameterError`, and so would the client's own training step.
 """
 
 from __future__ import annotations
@@ -38,7 +45,14 @@ class FunctionalModel:
     unknown: tuple[str, ...] = ()
 
     def __call__(self, params: Mapping[str, torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.module, (dict(params), self.buffers), (inputs,))
+        try:
+            return functional_call(self.module, (dict(params), self.buffers), (inputs,))
+        except ValueError as exc:  # F.batch_norm in train mode: "Expected more than 1 value per channel when training"
+            if "more than 1 value per channel" not in str(exc):
+                raise
+            raise InvalidParameterError(f"BatchNorm cannot normalise this batch with its own statistics ({exc}): one example whose "
+                                        "feature map shrinks to 1×1 has no batch variance, so the client's train-mode step "
+                                        "is undefined; use larger images or more examples per update") from None
 
     @property
     def device(self) -> torch.device:
@@ -75,8 +89,15 @@ class FunctionalModel:
                 )
         module.load_state_dict(dict(weights), strict=False)
         module.to(device=device, dtype=dtype)
-        # Models here have no dropout/batch-norm; eval() fixes any such layer to its deterministic form.
+        # eval() fixes dropout to its deterministic form. BatchNorm layers then normalise with the batch's own
+        # statistics, as a client training in train mode does (FedSGD/FedAvg), without updating the running
+        # buffers in place (track_running_stats off: the buffers stay the global ones, and vmap can batch the layer);
+        # the release records the client's buffer change separately (attacks.inversion.bn_prior).
         module.eval()
+        for layer in module.modules():
+            if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+                layer.train()
+                layer.track_running_stats = False
         params = {n: p.detach().clone().requires_grad_(True) for n, p in module.named_parameters()}
         buffers = {n: b.detach().clone() for n, b in module.named_buffers()}
         unknown = tuple(n for n in params if n not in weights)
@@ -97,6 +118,9 @@ class FunctionalModel:
                 raise InvalidParameterError(
                     f"update entry {name!r} has shape {tuple(value.shape)}, parameter has {tuple(model.params[name].shape)}"
                 )
+        for name, value in payload.buffer_update.items():
+            if name not in model.buffers or tuple(value.shape) != tuple(model.buffers[name].shape):
+                raise InvalidParameterError(f"released buffer change {name!r} does not match a buffer of the architecture")
         return model
 
 

@@ -49,6 +49,17 @@ def uniform_in_box(payload: InversionPayload, count: int, generator: torch.Gener
     return low.to(model.dtype) + (high - low).to(model.dtype) * u
 
 
+def probe_pair(payload: InversionPayload, generator: torch.Generator, model: FunctionalModel) -> torch.Tensor:
+    """Two probe inputs for tracing the model: one uniform draw and its reflection in the data box.
+
+    Two, because BatchNorm in train mode (:mod:`attacks.inversion.functional_model`) needs more than one value per
+    channel; one draw, so the generator advances as for a single probe.
+    """
+    probe = uniform_in_box(payload, 1, generator, model)
+    low, high = payload.data.box(model.device)
+    return torch.cat([probe, low.to(model.dtype) + high.to(model.dtype) - probe])
+
+
 def gradient_estimate(payload: InversionPayload, name: str) -> torch.Tensor:
     """The released update of one parameter turned into a loss-gradient estimate (sign and scale)."""
     value = payload.update[name].detach().to(torch.float32)
@@ -160,7 +171,7 @@ def infer_labels(
         if known is None:
             raise InvalidParameterError("label strategy 'given' needs labels in the attacker's knowledge")
         return torch.tensor(known, dtype=torch.int64, device=device), "given"
-    probe = uniform_in_box(payload, 1, generator, model)
+    probe = probe_pair(payload, generator, model)
     layer = find_logit_layer(payload, model, probe)
     batch = payload.knowledge.num_examples
     if strategy == "idlg" or (strategy == "auto" and batch == 1):
@@ -170,3 +181,14 @@ def infer_labels(
     counts = bias_corrected_counts(payload, model, layer, generator)
     labels = torch.repeat_interleave(torch.arange(len(counts)), counts)
     return labels.to(device), "bias-corrected"
+
+
+def labels_or_reason(
+    payload: InversionPayload, model: FunctionalModel, generator: torch.Generator, strategy: str
+) -> tuple[torch.Tensor | None, str]:
+    """:func:`infer_labels`, or ``None`` with the reason as the rule (``"none (…)"``) where the update does not
+    reveal them — for attacks whose images stand without labels (analytic, imprint)."""
+    try:
+        return infer_labels(payload, model, generator, strategy)
+    except InvalidParameterError as exc:
+        return None, f"none ({exc})"

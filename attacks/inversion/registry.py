@@ -18,6 +18,7 @@ from .adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig
 from .analytic import AnalyticAttack, AnalyticConfig
 from .base import InversionAttack
 from .dlg import DLGAttack, DLGConfig
+from .imprint import ImprintAttack, ImprintConfig
 from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
 from .label_attack import LabelInferenceAttack, LabelInferenceConfig
 
@@ -27,6 +28,7 @@ ATTACKS: dict[str, tuple[type[InversionAttack], type]] = {
     DLGAttack.name: (DLGAttack, DLGConfig),
     InvertingGradientsAttack.name: (InvertingGradientsAttack, InvertingGradientsConfig),
     AdaptiveMGAttack.name: (AdaptiveMGAttack, AdaptiveMGConfig),
+    ImprintAttack.name: (ImprintAttack, ImprintConfig),
 }
 
 

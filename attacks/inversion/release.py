@@ -15,6 +15,12 @@ attacker that assumes the right defence matches the client exactly.
 :func:`release_update` returns the update together with the :class:`ClientKnowledge` an
 honest-but-curious server has by default (the protocol's lr, steps, batch size and the number of
 examples; labels only when ``labels_known``).
+
+Models with BatchNorm train as a client does, in train mode: every forward pass normalises with its batch's
+statistics and moves the running buffers once (:mod:`attacks.inversion.bn_prior`); the payload then carries the
+buffers' change (``InversionPayload.buffer_update``), as FedAvg's state-dict exchange does. Only FedSGD and
+FedAvg/FedProx are simulated for such models (DP-SGD's per-example gradients and FedReg's extra forward passes on
+pseudo data have no defined batch statistics here: refused in one line).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from torch.func import functional_call, grad, vmap
 
 from privaudit.errors import InvalidParameterError
 
+from .bn_prior import fold_running_statistics, has_batch_norm, recorded_forward_statistics
 from .client_simulation import FedSGDGradient, UnrolledLocalSGD, batch_slices
 from .fedreg_forward import FedRegLocalTraining
 from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
@@ -207,7 +214,16 @@ def release_update(
     generator.manual_seed(int(seed))
     x = inputs.to(device, torch.float32)
     targets = one_hot(labels.to(device), data.num_classes)
-    update = defence.run(model, x, targets, data, generator)
+    buffer_update: dict[str, torch.Tensor] = {}
+    if has_batch_norm(model.module):
+        if not isinstance(defence, FedSGDRelease | FedAvgRelease):
+            raise InvalidParameterError(f"defence {defence.name!r} is not simulated for models with BatchNorm (its extra or per-example "
+                                        "forward passes have no defined batch statistics); use fedsgd, fedavg or fedprox")
+        with recorded_forward_statistics(model) as statistics:  # every forward pass is one training step's
+            update = defence.run(model, x, targets, data, generator)
+        buffer_update = {k: v.detach().cpu() for k, v in fold_running_statistics(model, statistics).items()}
+    else:
+        update = defence.run(model, x, targets, data, generator)
     hidden = set(private_parameters)
     label_tuple = tuple(int(v) for v in labels.tolist()) if labels_known else None
     return InversionPayload(
@@ -216,6 +232,7 @@ def release_update(
         update={k: v.detach().cpu() for k, v in update.items() if k not in hidden},
         data=data,
         knowledge=defence.knowledge(inputs.shape[0], label_tuple),
+        buffer_update={k: v for k, v in buffer_update.items() if k not in hidden},
     )
 
 

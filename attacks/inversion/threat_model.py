@@ -173,7 +173,9 @@ class InversionPayload:
     the client keeps private (for example PrivateFL's personalised transformation layer); the attacker's
     copy of the architecture then keeps the factory's initial values for them, and the result records
     their names. ``update`` maps parameter names to the released update; parameters absent from it are
-    not matched.
+    not matched. ``buffer_update`` maps buffer names to their change over the client's local training (BatchNorm's
+    running mean, variance and batch count, which FedAvg's state-dict exchange carries along with the weights; breaching's
+    ``provide_buffers``); it is empty for models without buffers and when the release did not include them.
     """
 
     model_factory: ModelFactory
@@ -181,6 +183,7 @@ class InversionPayload:
     update: Mapping[str, torch.Tensor]
     data: DataSpec
     knowledge: ClientKnowledge
+    buffer_update: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not callable(self.model_factory):
@@ -192,6 +195,9 @@ class InversionPayload:
                 raise InvalidParameterError(f"update entry {name!r} is not a tensor")
             if not torch.isfinite(value).all():
                 raise InvalidParameterError(f"update entry {name!r} contains NaN or infinite values")
+        for name, value in self.buffer_update.items():
+            if not isinstance(value, torch.Tensor) or not torch.isfinite(value).all():
+                raise InvalidParameterError(f"released buffer change {name!r} is not a finite tensor")
 
 
 @dataclass

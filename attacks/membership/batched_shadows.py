@@ -39,6 +39,7 @@ import torch
 from privaudit.executor import Executor, Trial
 from privaudit.fl.engine.local_training import ExactMinimiser, active_counts, run_lanes
 from privaudit.fl.engine.params import State
+from privaudit.fl.engine.stacked import StackedModel, build_stacked_model
 from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask, _StackedOracle
 
 
@@ -142,30 +143,36 @@ class Lockstep:
     def __init__(self, count: int, on_round: Callable[[], None] | None = None) -> None:
         self.count = int(count)
         self.on_round = on_round
-        self._cond = threading.Condition()
+        # one condition per thread on a shared lock: a baton pass wakes only the thread whose turn it is (waking
+        # all of them on every pass costs count² wake-ups per round, which dominated the lockstep under load)
+        self._lock = threading.Lock()
+        self._conds = [threading.Condition(self._lock) for _ in range(self.count)]
         self._turn = 0
         self._live = set(range(self.count))
         self._pending: dict[int, LaneJob] = {}
         self._answers: dict[int, list[LocalOutcome]] = {}
         self._failure: BaseException | None = None
+        self._stacked_forms: dict[tuple, StackedModel | None] = {}
         self.rounds = 0
         self.stacked_rounds = 0
         self.training_seconds = 0.0
 
     # -- called from the job threads -----------------------------------------------------------------
     def train(self, lane: int, job: LaneJob) -> list[LocalOutcome]:
-        with self._cond:
+        with self._lock:
+            if self._failure is not None:  # another thread failed: stop here rather than run a round for nothing
+                raise _Aborted()
             self._pending[lane] = job
             self._advance(lane)
-            self._wait(lambda: self._turn == lane and lane in self._answers)
+            self._wait(lane, lambda: self._turn == lane and lane in self._answers)
             return self._answers.pop(lane)
 
     def _enter(self, lane: int) -> None:
-        with self._cond:
-            self._wait(lambda: self._turn == lane)
+        with self._lock:
+            self._wait(lane, lambda: self._turn == lane)
 
     def _leave(self, lane: int, failure: BaseException | None) -> None:
-        with self._cond:
+        with self._lock:
             self._live.discard(lane)
             if failure is not None and not isinstance(failure, _Aborted) and self._failure is None:
                 self._failure = failure
@@ -174,15 +181,20 @@ class Lockstep:
                     self._advance(lane)
                 except BaseException as exc:  # a failed stacked run: every thread stops and this is reported
                     self._failure = exc
-            self._cond.notify_all()
+            if self._failure is not None:
+                self._wake_all()
 
-    def _wait(self, ready: Callable[[], bool]) -> None:
+    def _wait(self, lane: int, ready: Callable[[], bool]) -> None:
         while True:
             if self._failure is not None:
                 raise _Aborted()
             if ready():
                 return
-            self._cond.wait()
+            self._conds[lane].wait()
+
+    def _wake_all(self) -> None:
+        for cond in self._conds:
+            cond.notify_all()
 
     def _advance(self, after: int) -> None:
         """Run the round if every live thread handed in its job, else give the baton to the next one."""
@@ -201,7 +213,21 @@ class Lockstep:
         elif self._live:
             waiting = [k for k in sorted(self._live) if k not in self._pending]
             self._turn = next((k for k in waiting if k > after), waiting[0])
-        self._cond.notify_all()
+        if self._live:
+            self._conds[self._turn].notify()
+
+    def _stacked_model(self, model: torch.nn.Module, input_shape: tuple[int, ...]) -> StackedModel | None:
+        """The stacked form, built (fx trace + lane-by-lane check) once per architecture, not once per shadow.
+
+        The stacked run uses the lead trainer's form for every lane anyway (:func:`train_federations_as_lanes`);
+        a shadow whose model differs in class, printed structure or parameter shapes gets its own.
+        """
+        key = (type(model).__module__, type(model).__qualname__, repr(model), tuple(input_shape),
+               tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in model.named_parameters()),
+               tuple((n, tuple(b.shape)) for n, b in model.named_buffers()))
+        if key not in self._stacked_forms:
+            self._stacked_forms[key] = build_stacked_model(model, input_shape)
+        return self._stacked_forms[key]
 
     # -- called from the caller's thread ---------------------------------------------------------------
     def run(self, jobs: Sequence[Callable[[Callable[..., ClientTrainer]], Any]]) -> list[Any]:
@@ -214,7 +240,9 @@ class Lockstep:
             failure = None
             try:
                 self._enter(lane)
-                results[lane] = jobs[lane](lambda *args, **kwargs: LockstepTrainer(ClientTrainer(*args, **kwargs), self, lane))
+                results[lane] = jobs[lane](
+                    lambda *args, **kwargs: LockstepTrainer(ClientTrainer(*args, stacked_model=self._stacked_model, **kwargs), self, lane)
+                )
             except BaseException as exc:
                 failure = exc
             finally:
@@ -227,9 +255,9 @@ class Lockstep:
             for thread in threads:
                 thread.join()
         except BaseException as exc:  # Ctrl-C: stop the threads at their next hand-in, then re-raise
-            with self._cond:
+            with self._lock:
                 self._failure = self._failure or exc
-                self._cond.notify_all()
+                self._wake_all()
             raise
         if self._failure is not None:
             raise self._failure

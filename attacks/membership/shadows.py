@@ -17,6 +17,7 @@ and returns φ = log(p_y/(1−p_y)) of the candidate examples under its final gl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -60,6 +61,19 @@ def shadow_membership(homes: np.ndarray, shadows: int, seed: int) -> np.ndarray:
         if 2 * pair + 1 < shadows:
             keep[2 * pair + 1] = ~first
     return keep
+
+
+@functools.lru_cache(maxsize=4)
+def _membership_of(homes: bytes, shadows: int, seed: int) -> np.ndarray:
+    keep = shadow_membership(np.frombuffer(homes, dtype=np.int64), shadows, seed)
+    keep.flags.writeable = False
+    return keep
+
+
+def shadow_keep(homes: np.ndarray, shadows: int, seed: int, shadow: int) -> np.ndarray:
+    """Row ``shadow`` of :func:`shadow_membership`, the whole design computed once per process, not once per shadow
+    (a shadow trial needs only its row; the design costs O(shadows × records) and 64 trials asked for it 64 times)."""
+    return _membership_of(np.ascontiguousarray(homes, dtype=np.int64).tobytes(), int(shadows), int(seed))[int(shadow)].copy()
 
 
 def shadow_dataset(dataset: FederatedDataset, pool: MembershipExamples, homes: np.ndarray, keep: np.ndarray) -> FederatedDataset:
@@ -134,7 +148,7 @@ def shadow_trial(spec: dict[str, Any], seed: int, *, make_trainer=None) -> dict[
     dataset = _dataset_from(spec["data"], recipe)
     pool = dataset_pool(dataset)
     homes = shadow_homes(pool, dataset.num_clients, spec["design_seed"])
-    keep = shadow_membership(homes, spec["shadows"], spec["design_seed"])[int(spec["shadow"])]
+    keep = shadow_keep(homes, spec["shadows"], spec["design_seed"], spec["shadow"])
     shadow = shadow_dataset(dataset, pool, homes, keep)
     result = run_spec_on_dataset(recipe, shadow, seed=seed, eval_every=recipe.rounds, make_trainer=make_trainer)
     candidates = np.asarray(spec["candidates"], dtype=np.int64)

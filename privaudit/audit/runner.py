@@ -447,12 +447,15 @@ def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: A
 
 
 def write_claim_result(audit: ClaimAudit, path: Path) -> Path:
+    from privaudit.device import default_device, describe_device, resolve_device
     from privaudit.report.results import make_result, write_result
 
     s = audit.settings or AuditSettings()
     config = {"claim_id": audit.claim.claim_id, "trials_per_reading": s.trials or audit.claim.default_trials,
               "significance": s.significance, "seed": s.seed, "executor": s.executor, "workers": s.workers,
-              "power_trials": s.power_trials, "power_factor": s.power_factor, "min_power": s.min_power}
+              "power_trials": s.power_trials, "power_factor": s.power_factor, "min_power": s.min_power,
+              # where the trials' federations trained (``privaudit audit --device``): results repeat per seed and device
+              "device": describe_device(resolve_device(default_device()))}
     title = f"{audit.claim.claim_id}: {audit.basis}"
     result = make_result("claim-audit", title, audit.data(), config, seed=s.seed)
     return write_result(path, result)

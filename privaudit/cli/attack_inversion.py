@@ -16,9 +16,17 @@ Two modes:
 
 Attacks (:mod:`attacks.inversion.registry`): ``analytic`` (Phong et al. 2018; needs a fully connected first
 layer), ``label`` (labels only), ``dlg`` (Zhu et al. 2019), ``ig`` (Geiping et al. 2020), ``adaptive-mg``
-(simulates FedReg's modified-gradient step). Output: an ``inversion`` result (``inversion.json``) that
+(simulates FedReg's modified-gradient step), ``imprint`` (Fowl et al. 2022: a malicious server prepends an imprint
+block of ``--bins`` bins to the model, the clients train that model, and a batch of ``--per-update`` images is read
+off the bins; dataset mode only, the result records ``server``). Output: an ``inversion`` result (``inversion.json``) that
 ``privaudit report`` renders, the image grid ``inversion-grid.png`` (ground truth over reconstructions), and
 a table of per-image PSNR, SSIM and label correctness. Bad inputs are one line on stderr and exit code 2.
+
+``--bn-prior update|running`` (``ig`` on a model with BatchNorm, e.g. ``convnet-bn``) adds a BatchNorm-statistics
+prior with the form of GradInversion's R_BN (Yin et al., CVPR 2021, §3; :mod:`attacks.inversion.bn_prior`), weighted by
+``--bn-weight``. ``running`` uses GradInversion's target, the global running statistics. ``update`` uses a stronger one:
+the client's batch statistics, read from its released buffers. The result's data record which statistics the prior
+matched (``bn_prior``). On BatchNorm models every attack simulates the client in train mode (batch statistics).
 """
 
 from __future__ import annotations
@@ -35,11 +43,11 @@ from privaudit.errors import InvalidParameterError
 from privaudit.progress import progress_bar
 
 #: Must equal ``attacks.inversion.registry.ATTACKS`` (a test checks); kept here so validation needs no torch.
-ATTACK_NAMES: tuple[str, ...] = ("analytic", "label", "dlg", "ig", "adaptive-mg")
+ATTACK_NAMES: tuple[str, ...] = ("analytic", "label", "dlg", "ig", "adaptive-mg", "imprint")
 DEFENCE_NAMES: tuple[str, ...] = ("fedsgd", "fedavg", "fedprox", "fedreg", "fedreg-mg")
 #: Which configuration field ``--iterations`` sets, per attack (``None``: the attack does not iterate).
 ITERATION_FIELD: dict[str, str | None] = {"analytic": None, "label": None, "dlg": "steps", "ig": "iterations",
-                                          "adaptive-mg": "iterations"}
+                                          "adaptive-mg": "iterations", "imprint": None}
 DELTA = 1e-5
 RESULT_FILE = "inversion.json"
 GRID_FILE = "inversion-grid.png"
@@ -81,6 +89,26 @@ def _check_common(attack: str, images: int | None, iterations: int | None, threa
             raise InvalidParameterError(f"--iterations does not apply to the {attack} attack (it does not iterate)")
     if threads < 1:
         raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
+
+
+def _check_imprint(attack: str, per_update: int | None, bins: int | None, checkpoint: Path | None, images: int | None) -> None:
+    """Torch-free checks of the batch and imprint options (``--per-update``, ``--bins``)."""
+    if per_update is not None:
+        if per_update < 1:
+            raise InvalidParameterError(f"--per-update must be at least 1, got {per_update}")
+        if checkpoint is not None:
+            raise InvalidParameterError("--per-update applies to dataset mode; a checkpoint's release holds all of the client's records")
+        count = 8 if images is None else images
+        if count % per_update:
+            raise InvalidParameterError(f"--images ({count}) must be a multiple of --per-update ({per_update})")
+    if bins is not None:
+        if attack != "imprint":
+            raise InvalidParameterError(f"--bins applies to the imprint attack, not {attack}")
+        if bins < 2:
+            raise InvalidParameterError(f"--bins must be at least 2, got {bins}")
+    if attack == "imprint" and checkpoint is not None:
+        raise InvalidParameterError("the imprint attack needs a server that modified the model before the clients trained it; "
+                                    "a checkpoint's releases were computed on the unmodified model (use --dataset)")
 
 
 def _check_checkpoint(checkpoint: Path, client: int | None, round_: int | None) -> dict[str, Any]:
@@ -190,7 +218,15 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     knowledge = ClientKnowledge(num_examples=n, update_kind="delta", lr=float(local.lr), local_steps=steps,
                                 batch_size=None if batch == n else batch, proximal_mu=proximal_mu,
                                 labels=tuple(int(v) for v in labels.tolist()) if labels_known else None)
-    payload = InversionPayload(model_factory=factory, global_weights=before, update=update, data=spec, knowledge=knowledge)
+    # BatchNorm running statistics travel with the released state (privaudit.fl.engine.params.model_state): their change
+    # is what the ig attack's --bn-prior update reads (attacks.inversion.bn_prior). num_batches_tracked's change (the
+    # client's forward passes, which the prior checks) is included when the states carry it; privaudit's engine keeps
+    # only floating-point buffers, and the prior then records that the count is assumed.
+    buffer_update = {k: after[k].to(torch.float32) - before[k].to(torch.float32) for k in after
+                     if k in before and k.endswith((".running_mean", ".running_var"))}
+    buffer_update.update({k: after[k] - before[k] for k in after if k in before and k.endswith(".num_batches_tracked")})
+    payload = InversionPayload(model_factory=factory, global_weights=before, update=update, data=spec, knowledge=knowledge,
+                               buffer_update=buffer_update)
     notes = []
     if float(local.momentum) > 0:
         notes.append(f"the client used momentum {local.momentum:g}; the attacker unrolls plain SGD")
@@ -244,9 +280,92 @@ def _check_analytic(model: Any, shape: tuple[int, ...], num_classes: int) -> Non
         return model() if callable(model) else build_model(model, shape, num_classes)
 
     functional = FunctionalModel.build(factory, factory().state_dict())
-    probe = torch.rand((1, *shape), generator=torch.Generator().manual_seed(0))
+    probe = torch.rand((2, *shape), generator=torch.Generator().manual_seed(0))  # two: BatchNorm in train mode needs more than one
     layer = first_fc_layer(functional, probe)
     probe_input_map(functional, layer.module, probe)
+
+
+def _check_bn_prior(attack: str, bn_prior: str | None, bn_weight: float | None) -> dict[str, Any]:
+    """Torch-free checks of ``--bn-prior``/``--bn-weight``; returns the ig options they set."""
+    if bn_prior is None:
+        if bn_weight is not None:
+            raise InvalidParameterError("--bn-weight needs --bn-prior update|running")
+        return {}
+    source = bn_prior.strip().lower()
+    if attack != "ig":
+        raise InvalidParameterError(f"--bn-prior applies to the ig attack, not {attack}")
+    if source not in ("update", "running"):
+        raise InvalidParameterError(f"unknown --bn-prior {bn_prior!r}; choose update (the client's released BatchNorm buffers) or running")
+    if bn_weight is not None and not (bn_weight > 0 and math.isfinite(bn_weight)):
+        raise InvalidParameterError(f"--bn-weight must be positive and finite, got {bn_weight}")
+    return {"bn_stats": source, **({} if bn_weight is None else {"bn_weight": bn_weight})}
+
+
+def bn_prior_reshuffle_note(record: dict[str, Any] | None, epochs: int, batch_size: int | None) -> dict[str, Any] | None:
+    """The ``bn_prior`` record of a checkpoint attack, with a caveat when the client reshuffled between local epochs.
+
+    privaudit's engine draws a new order every epoch, so with several epochs and several mini-batches the client's
+    forward passes saw batches the prior's candidate batches (one fixed order, attacks.inversion.bn_prior) do not form.
+    """
+    if record is None or record.get("bn_stats") != "update" or epochs < 2 or batch_size is None:
+        return record
+    note = (f"the client reshuffled its records in each of its {epochs} local epochs; the prior's candidate batches assume one "
+            "fixed order, so its target mixes statistics of batches the candidates do not form (not exact)")
+    return {**record, "exact": False, "notes": [*record.get("notes", []), note]}
+
+
+def _check_bn_model(model: Any, shape: tuple[int, ...], num_classes: int) -> None:
+    """One line when ``model`` (a model name, or a factory) has no BatchNorm layer for ``--bn-prior`` to use."""
+    from attacks.inversion.bn_prior import has_batch_norm
+    from privaudit.models import build_model
+
+    module = model() if callable(model) else build_model(model, shape, num_classes)
+    if not has_batch_norm(module):
+        name = "the checkpoint's model" if callable(model) else f"model {model!r}"
+        raise InvalidParameterError(f"--bn-prior needs a model with BatchNorm layers and {name} has none (e.g. --model convnet-bn)")
+
+
+def _separation(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per update of a malicious-server (imprint) run: what the attacker saw and the ground truth of its bins."""
+    rows = []
+    for record in records:
+        truth = record.get("server_ground_truth")
+        settings = record["attack"].get("settings", {})
+        if truth is None or "bins_with_images" not in settings:
+            continue
+        rows.append({"images": truth["inputs"], "bins_with_images": settings["bins_with_images"],
+                     "bins_below_threshold": settings.get("bins_below_threshold"),
+                     "separated_guaranteed": settings["examples_separated"], "separated_expected": settings["expected_separated"],
+                     "alone_in_a_bin": truth["inputs_alone_in_a_bin"],
+                     "row_at_40_db_present": truth.get("inputs_with_a_row_at_40_db"),
+                     "update_kind": settings.get("threat_model", {}).get("update_kind"),
+                     "approximate": "approximate" in settings, "approximate_reason": settings.get("approximate")})
+        if settings["examples_separated"] is None:
+            rows[-1]["separated_guaranteed_reason"] = settings.get("examples_separated_reason")
+    return rows
+
+
+def _separation_note(rows: list[dict[str, Any]]) -> str:
+    """One line: the ground truth, what the attacker can prove (fixed bins only), and how exact the rows are."""
+    alone, total = sum(r["alone_in_a_bin"] for r in rows), sum(r["images"] for r in rows)
+    expected = sum(r["separated_expected"] for r in rows)
+    provable = [r for r in rows if r["separated_guaranteed"] is not None]
+    if len(provable) == len(rows):
+        proof = f"the attacker can prove {sum(r['separated_guaranteed'] for r in rows)} from the bins it sees"
+    elif provable:
+        proof = (f"the attacker can prove {sum(r['separated_guaranteed'] for r in provable)} in the {len(provable)} updates "
+                 "with fixed bins; not provable in the others: the bins move during local training")
+    else:
+        proof = "not provable from the bins: they move during local training"
+    text = f"imprint: {alone} of {total} images alone in a bin of the block the server sent ({expected:.1f} expected; {proof}); "
+    reasons = sorted({r["approximate_reason"] for r in rows if r["approximate"] and r["approximate_reason"]})
+    if reasons:
+        return text + "recovery is approximate (" + "; ".join(reasons) + ")"
+    if all(r["update_kind"] == "gradient" for r in rows):
+        return text + ("with a FedSGD gradient their rows are exact (the scoring's matching can still pair one with another "
+                       "image), the others come back as mixed rows")
+    return text + ("with a one-step parameter delta those are exact only while the encoder scale keeps the bins' float32 "
+                   "change resolvable (no bin was flagged unresolvable here), the others come back as mixed rows")
 
 
 def _per_image(records: list[dict[str, Any]], psnr: list[float], ssim: list[float]) -> list[dict[str, Any]]:
@@ -309,8 +428,14 @@ def register(attack_app: typer.Typer) -> None:
         dataset: str | None = typer.Option(None, "--dataset", help="Dataset mode: simulate clients on this embedded dataset (lfw, images, digits, …)."),
         model: str = typer.Option("convnet", "--model", help="Dataset mode: model name (analytic needs an FC-first one, e.g. upcycled-mlp)."),
         defense: str = typer.Option("fedavg", "--defense", "--defence", help="Dataset mode: fedsgd, fedavg, fedprox, fedreg, fedreg-mg or dpsgd:<σ>."),
-        attack: str = typer.Option("ig", "--attack", help="analytic, label, dlg, ig or adaptive-mg."),
-        images: int | None = typer.Option(None, "--images", help="Dataset mode: images to attack, one update each (default 8)."),
+        attack: str = typer.Option("ig", "--attack", help="analytic, label, dlg, ig, adaptive-mg or imprint (malicious server)."),
+        images: int | None = typer.Option(None, "--images", help="Dataset mode: images to attack (default 8), --per-update in each update."),
+        per_update: int | None = typer.Option(None, "--per-update", help="Dataset mode: images in each client update (default 1); "
+                                              "--images must be a multiple of it."),
+        bins: int | None = typer.Option(None, "--bins", help="imprint: bins of the server's imprint block (default 128)."),
+        bn_prior: str | None = typer.Option(None, "--bn-prior", help="ig: BatchNorm-statistics prior (Yin et al. 2021) from the client's "
+                                            "released buffers (update) or the global running statistics (running); BatchNorm models only."),
+        bn_weight: float | None = typer.Option(None, "--bn-weight", help="ig: weight α of the --bn-prior term (default 0.1)."),
         batched: bool = typer.Option(True, "--batched/--sequential", help="Dataset mode, ig: attack all images (and restarts) "
                                      "in one optimisation (default) or one image after another."),
         iterations: int | None = typer.Option(None, "--iterations", help="Optimisation iterations (ig, adaptive-mg) or L-BFGS steps (dlg)."),
@@ -329,6 +454,8 @@ def register(attack_app: typer.Typer) -> None:
         attack_name = attack.strip().lower()
         defense = defense.strip().lower()
         _check_common(attack_name, images, iterations, threads)
+        _check_imprint(attack_name, per_update, bins, checkpoint, images)
+        bn_options = _check_bn_prior(attack_name, bn_prior, bn_weight)
         if (dataset is None) == (checkpoint is None):
             raise InvalidParameterError("give exactly one of --dataset (simulated clients) or --checkpoint (a trained federation)")
         sigma = manifest = None
@@ -354,6 +481,11 @@ def register(attack_app: typer.Typer) -> None:
         options: dict[str, Any] = {}
         if iterations is not None:
             options[ITERATION_FIELD[attack_name]] = iterations  # type: ignore[index]
+        if bins is not None:
+            options["bins"] = bins
+        if attack_name == "imprint":  # a bad ImprintConfig is one line before any dataset loads
+            build_attack(attack_name, device=device, **options)
+        options.update(bn_options)
         start = time.perf_counter()
         notes: list[str] = []
         epsilon: float | None = None
@@ -362,6 +494,8 @@ def register(attack_app: typer.Typer) -> None:
 
             assert client is not None and round_ is not None and manifest is not None
             payload, inputs, labels, spec, notes, context = checkpoint_payload(checkpoint, client, round_, labels_known=labels_known)
+            if bn_options:
+                _check_bn_model(payload.model_factory, spec.shape, spec.num_classes)
             if attack_name == "analytic":
                 _check_analytic(payload.model_factory, spec.shape, spec.num_classes)
             if attack_name == "adaptive-mg":
@@ -387,13 +521,18 @@ def register(attack_app: typer.Typer) -> None:
             assert dataset is not None
             count = 8 if images is None else images
             config = InversionExperiment(attack=attack_name, defence=defense, dataset=dataset, model=model, num_images=count,
-                                         labels_known=labels_known, attack_options=options, seed=seed, device=device,
+                                         examples_per_update=1 if per_update is None else per_update, labels_known=labels_known, attack_options=options, seed=seed, device=device,
                                          batched=batched)
             if attack_name == "analytic":
                 from privaudit.data import load_dataset
 
                 info = load_dataset(dataset, seed=seed)
                 _check_analytic(model, tuple(info.input_shape), int(info.num_classes))
+            if bn_options:
+                from privaudit.data import load_dataset
+
+                info = load_dataset(dataset, seed=seed)
+                _check_bn_model(model, tuple(info.input_shape), int(info.num_classes))
             with progress_bar(f"{attack_name} vs {defense}", count, enabled=not quiet, transient=True) as bar:
                 run = run_inversion(config, progress=bar.set)
             records, psnr, ssim = run.updates, run.psnr, run.ssim
@@ -403,8 +542,18 @@ def register(attack_app: typer.Typer) -> None:
             epsilon = defence_epsilon(defence_obj, DELTA) if sigma is not None else None
             defense_label = defense
             source = {"mode": "dataset", "dataset": dataset, "model": model, "defence": defence_obj.describe(),
-                      "images": count, "batched": batched and attack_name == "ig"}
+                      "images": count, "batched": batched and attack_name == "ig", "examples_per_update": config.examples_per_update,
+                      "server": run.server}
+            separation = _separation(records)
+            if separation:
+                source["separation"] = separation
+                notes = [*notes, _separation_note(separation)]
             title = f"inversion {attack_name} vs {defense} on {dataset} ({model})"
+        if bn_options and records:  # which statistics the BatchNorm prior matched, and how (attacks.inversion.bn_prior)
+            source["bn_prior"] = records[0]["attack"]["settings"].get("bn_prior")
+            if checkpoint is not None:
+                source["bn_prior"] = bn_prior_reshuffle_note(source["bn_prior"], int(context["local"]["epochs"]),
+                                                             payload.knowledge.batch_size)
         seconds = time.perf_counter() - start
         data = {
             "attack": attack_name, "defense": defense_label, "psnr": psnr, "ssim": ssim,
@@ -419,7 +568,8 @@ def register(attack_app: typer.Typer) -> None:
 
             config_record = {"dataset": dataset, "model": model, "defense": defense, "attack": attack_name, "images": images,
                              "iterations": iterations, "checkpoint": None if checkpoint is None else str(checkpoint),
-                             "client": client, "round": round_, "labels_known": labels_known, "seed": seed, "device": device}
+                             "client": client, "round": round_, "labels_known": labels_known, "seed": seed, "device": device,
+                             "per_update": per_update, "bins": bins, "bn_prior": bn_prior, "bn_weight": bn_weight}
 
             def write(folder: Path) -> Path:
                 data["grid"] = None  # set again once the grid is in this folder

@@ -80,7 +80,7 @@ def test_batch_rows_with_a_single_active_example_separate_the_batch():
     labels = torch.tensor([1, 4, 7, 2])
     payload = release_update(FedSGDRelease(), factory, weights, COLOUR_8.from_unit_range(truth), labels, COLOUR_8)
     result = _attack(payload)
-    assert result.settings["examples_separated_exactly"] == 4
+    assert result.settings["candidates_with_agreeing_rows"] == 4
     assert result.settings["labels_paired"] is False
     scores = score_reconstruction(truth, COLOUR_8.to_unit_range(result.images), true_labels=labels.tolist(),
                                   predicted_labels=result.labels.tolist(), labels_paired=False)
@@ -95,7 +95,7 @@ def test_batch_through_the_logit_layer_is_not_separable():
     payload = release_update(FedSGDRelease(), factory, weights, COLOUR_8.from_unit_range(truth),
                              torch.tensor([0, 1, 2]), COLOUR_8)
     result = _attack(payload)
-    assert result.settings["examples_separated_exactly"] == 0
+    assert result.settings["candidates_with_agreeing_rows"] == 0
 
 
 def test_conv_first_model_is_rejected_with_one_line():

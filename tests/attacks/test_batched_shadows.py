@@ -152,3 +152,57 @@ def test_a_failure_inside_a_round_is_one_error_not_a_hang(monkeypatch, fail_in):
     runner.join(timeout=20)
     assert not runner.is_alive(), "the lockstep hung"
     assert outcome.get("error") in ("stacked round failed", "progress failed", "shadow 2 failed")
+
+
+def test_the_stacked_form_is_built_once_for_shadows_of_one_architecture(monkeypatch):
+    """Building the stacked form (an fx trace and a lane-by-lane check) once per shadow cost more than the lockstep
+    saved for small models; shadows of one recipe share one architecture, so the lockstep builds it once."""
+    import attacks.membership.batched_shadows as lockstep_module
+
+    built = []
+    original = lockstep_module.build_stacked_model
+
+    def counting(model, input_shape):
+        built.append(type(model).__name__)
+        return original(model, input_shape)
+
+    monkeypatch.setattr(lockstep_module, "build_stacked_model", counting)
+    dataset, spec = overfit_dataset(clients=3, n=10), overfit_spec(rounds=2, model="upcycled-mlp")
+    lanes, meta = _shadow_phi(dataset, spec, shadows=5, batch=True)
+    assert meta["shadow_training"].startswith("batched across shadow federations")
+    assert len(built) == 1
+    assert np.unique(lanes.phi.round(6), axis=0).shape[0] == 5  # still five different shadow models
+
+
+def test_a_baton_pass_wakes_only_the_thread_whose_turn_it_is():
+    """Each hand-in wakes one thread, not all of them (count² wake-ups per round made large locksteps slow)."""
+    import attacks.membership.batched_shadows as lockstep_module
+
+    count, rounds = 6, 3
+    lockstep = Lockstep(count)
+    wakes = [0] * count
+
+    class CountingCondition(threading.Condition):
+        def __init__(self, lock, lane):
+            super().__init__(lock)
+            self.lane = lane
+
+        def notify(self, n=1):
+            wakes[self.lane] += 1
+            super().notify(n)
+
+    lockstep._conds = [CountingCondition(lockstep._lock, k) for k in range(count)]
+    original = lockstep_module.train_federations_as_lanes
+    try:
+        lockstep_module.train_federations_as_lanes = lambda jobs: ([[] for _ in jobs], False)
+
+        def job(lane):
+            for _ in range(rounds):
+                lockstep.train(lane, None)
+            return lane
+
+        assert lockstep.run([lambda make, k=k: job(k) for k in range(count)]) == list(range(count))
+    finally:
+        lockstep_module.train_federations_as_lanes = original
+    assert lockstep.rounds == rounds
+    assert sum(wakes) <= (count + 1) * (rounds + 1)  # about one wake-up per hand-in, not count per hand-in

@@ -22,8 +22,8 @@ from privaudit.errors import InvalidParameterError
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn
 
 
-def test_registry_lists_the_five_attacks_with_descriptions():
-    assert list(available_attacks()) == ["analytic", "label", "dlg", "ig", "adaptive-mg"]
+def test_registry_lists_the_six_attacks_with_descriptions():
+    assert list(available_attacks()) == ["analytic", "label", "dlg", "ig", "adaptive-mg", "imprint"]
     assert all(isinstance(text, str) and text for text in available_attacks().values())
     assert attack_options("ig")["iterations"] == 1000
     assert attack_options("adaptive-mg")["fgsm_gradient"] == "straight-through"

@@ -150,4 +150,5 @@ def test_result_data_is_json_with_infinities_as_strings(tmp_path):
     assert raw["kind"] == "claim-audit" and raw["data"]["verdict"] == "refuted"
     assert all(isinstance(e["upper"], float) or e["upper"] == "inf" for e in raw["data"]["accountant"])
     assert math.isfinite(raw["data"]["seconds"]) and raw["config"]["significance"] == 0.05
+    assert raw["config"]["device"].startswith("cpu (")  # where the trials trained (privaudit audit --device)
     assert dataclasses.asdict(audit.settings)["seed"] == 0

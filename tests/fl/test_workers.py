@@ -53,6 +53,44 @@ def test_sequential_cnn_clients_in_two_workers_are_one_worker_bit_for_bit():
     assert [m.test_accuracy for m in one.history] == [m.test_accuracy for m in two.history]
 
 
+def test_the_main_process_trains_one_group_and_client_data_travel_once(monkeypatch):
+    sent: list[list] = []
+    local_groups: list[int] = []
+    original = WorkerPool.map_alongside
+
+    def spy(self, fn, items, local):
+        sent.append([task for item in items for task in item[1]])
+
+        def counted():
+            result = local()
+            local_groups.append(len(result))
+            return result
+
+        return original(self, fn, items, counted)
+
+    monkeypatch.setattr(WorkerPool, "map_alongside", spy)
+    one = _cnn_run("sequential", 1)
+    two = _cnn_run("sequential", 2)
+    assert _same(one.state, two.state)
+    assert len(sent) == 2 and local_groups == [2, 2]  # 4 clients: 2 in this process, 2 in the one worker, per round
+    assert all(task.data is None for task in sent[0] + sent[1])  # the data went with the pool, not with the rounds
+
+
+def test_clients_sampled_after_the_first_round_do_not_travel_with_each_round(monkeypatch):
+    sent: list = []
+    original = WorkerPool.map_alongside
+
+    def spy(self, fn, items, local):
+        sent.extend(task for item in items for task in item[1])
+        return original(self, fn, items, local)
+
+    monkeypatch.setattr(WorkerPool, "map_alongside", spy)
+    spec = TrainSpec(algorithm="fedavg", dataset="digits", rounds=3, num_clients=6, clients_per_round=0.5, seed=1,
+                     local=LocalTrainingConfig(epochs=1, batch_size=64), execution="sequential", workers=2)
+    run_training(spec, progress=False)
+    assert len({task.client_id for task in sent}) > 1 and all(task.data is None for task in sent)
+
+
 def test_stacked_convolutional_lanes_split_over_workers_agree_with_one_process():
     one = _cnn_run("batched", 1)
     two = _cnn_run("batched", 2)
@@ -112,3 +150,10 @@ def test_worker_pool_keeps_item_order_and_stops_on_a_failed_job():
             pool.map(_add, [1])
     finally:
         pool.close()
+
+
+def test_batch_norm_on_a_one_value_batch_is_one_error_not_a_torch_traceback():
+    spec = TrainSpec(algorithm="fedavg", dataset="digits", model="convnet-bn", rounds=1, num_clients=2,
+                     local=LocalTrainingConfig(epochs=1, batch_size=1))
+    with pytest.raises(InvalidParameterError, match="more than one value per channel"):
+        run_training(spec, progress=False)

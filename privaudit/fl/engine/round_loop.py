@@ -191,6 +191,8 @@ def run_federation(
         hardware_options["workers"] = int(workers)
     trainer = (make_trainer or ClientTrainer)(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds,
                                               **hardware_options)
+    if int(workers) > 1:
+        trainer.share_clients(dataset.clients)  # the worker pool gets every client's data once, when it starts
     hardware = {**device_record(resolved), "workers": int(workers),
                 "torch_threads": threads_per_worker(int(workers)) if int(workers) > 1 else torch.get_num_threads()}
     state = model_state(module)

@@ -14,11 +14,15 @@ and dropout masks moved there) and hands back CPU tensors, so algorithms, privat
 checkpoints never depend on where training ran. On the CPU nothing is copied (``.to("cpu")`` of a CPU tensor is
 the tensor itself), so ``device="cpu"`` is the default bit for bit.
 
-**Workers.** With ``workers > 1`` (CPU only) a round's clients are spread over a persistent pool of spawned processes
-(:class:`privaudit.executor.WorkerPool`), each with ``cores // workers`` torch threads, where the work is compute:
-clients trained one after another go to the pool one by one, and stacked *convolutional* lanes are split into one
-group of lanes per worker, each group trained batched. Dense stacked models (logistic regression, MLPs) stay
-batched in the main process: their steps are too cheap to share. A client trained alone depends only on the
+**Workers.** With ``workers > 1`` (CPU only) a round's clients are split into ``workers`` groups of about equal
+work (dealt out by decreasing step count): the main process trains the first group itself while a persistent pool
+of ``workers − 1`` spawned processes (:class:`privaudit.executor.WorkerPool`) trains the others, every process with
+``cores // workers`` torch threads. Clients trained one after another are trained one after another within their
+group; stacked *convolutional* lanes are trained batched, one stacked run per group. Dense stacked models
+(logistic regression, MLPs) stay batched in the main process: their steps are too cheap to share. Every client's
+data go to the workers once, when the pool starts (:meth:`ClientTrainer.share_clients`, called by the round loop);
+a round sends only the global state and the tasks' settings (a task whose data object is not the shared one is
+sent whole). A client trained alone depends only on the
 global state, its task and the seed tree, never on which process runs it, so sequential local models are bit for
 bit those of ``workers=1`` when each process uses the same number of torch threads (the default: one thread per
 process on a 2-core machine with 2 workers, and ``privaudit train`` runs its main process with ``--threads 1``).
@@ -30,7 +34,7 @@ batch of lanes they would differ in float32 rounding only).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -219,7 +223,10 @@ class ClientTrainer:
         *,
         device: torch.device | str | None = None,
         workers: int = 1,
+        stacked_model: Callable[[nn.Module, tuple[int, ...]], StackedModel | None] | None = None,
     ) -> None:
+        """``stacked_model(model, input_shape)`` replaces :func:`build_stacked_model` (default) — e.g. LiRA's lockstep
+        builds the stacked form once for shadows that share one architecture."""
         self.device = resolve_device(device)
         self.workers = int(workers)
         if self.workers < 1:
@@ -232,11 +239,13 @@ class ClientTrainer:
         self._device_data: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._pool = None
         self._pool_payload = (model, tuple(input_shape), int(num_classes), local, seeds, execution)
+        self._pool_data: dict[int, ClientData] = {}  # client data the workers hold since the pool started
         self.num_classes = int(num_classes)
         self.local = local
         self.seeds = seeds
         self.names = tuple(name for name, p in model.named_parameters() if p.requires_grad)
-        self.stacked = None if execution is Execution.SEQUENTIAL else build_stacked_model(model, tuple(input_shape))
+        build = build_stacked_model if stacked_model is None else stacked_model
+        self.stacked = None if execution is Execution.SEQUENTIAL else build(model, tuple(input_shape))
         if execution is Execution.BATCHED and self.stacked is None:
             raise InvalidParameterError(
                 "this model cannot be trained batched (it has buffers, random layers or operations without a stacked form); "
@@ -253,6 +262,15 @@ class ClientTrainer:
             x, y = _tensors(data)
             cached = self._device_data[key] = (x.to(self.device), y.to(self.device))
         return cached
+
+    def share_clients(self, clients: Sequence[ClientData]) -> None:
+        """The federation's clients (client id = index): a worker pool started later receives all their data once.
+
+        Without this, the pool receives the data of the first round's clients and later rounds send any other client
+        whole. A task whose data is not the object shared here (subsampled, replaced) is always sent whole.
+        """
+        if self._pool is None:
+            self._pool_data = dict(enumerate(clients))
 
     def close(self) -> None:
         """Stop the worker pool (if one was started)."""
@@ -282,6 +300,17 @@ class ClientTrainer:
         return make_schedule(task.data.num_train, task.epochs, self.local.batch_size, rng)
 
     def train(self, global_state: State, tasks: Sequence[LocalTask], training_round: int) -> list[LocalOutcome]:
+        try:
+            return self._train(global_state, tasks, training_round)
+        except ValueError as exc:  # torch's BatchNorm on a batch with one value per channel: a setting problem
+            if "more than 1 value per channel" not in str(exc):
+                raise
+            raise InvalidParameterError(
+                "batch normalisation needs more than one value per channel in every training batch; a client's batch "
+                "has a single example with a 1×1 feature map there: use a larger batch size or a model without BatchNorm"
+            ) from None
+
+    def _train(self, global_state: State, tasks: Sequence[LocalTask], training_round: int) -> list[LocalOutcome]:
         if not tasks:
             return []
         solver = tasks[0].objective.solver
@@ -305,23 +334,35 @@ class ClientTrainer:
 
     def _train_in_pool(self, global_state: State, tasks: Sequence[LocalTask], training_round: int, *,
                        batched: bool = False) -> list[LocalOutcome]:
-        """Clients one by one (``batched=False``) or one group of lanes per worker, dealt out by decreasing step count
-        so that every group runs about as many stacked steps."""
-        from privaudit.executor import WorkerPool
+        """The tasks in ``workers`` groups of about equal step counts: group 0 in this process, the others in the pool,
+        each group one by one (``batched=False``) or as one stacked run."""
+        from privaudit.executor import WorkerPool, threads_per_worker
 
+        threads = threads_per_worker(self.workers)
         if self._pool is None:
-            self._pool = WorkerPool(self.workers, _worker_setup, self._pool_payload)
-        if batched:
-            steps = [self.schedule(t, training_round).steps for t in tasks]
-            order = sorted(range(len(tasks)), key=lambda i: -steps[i])
-            groups = [order[w::self.workers] for w in range(self.workers)]
-            groups = [sorted(g) for g in groups if g]
-        else:
-            groups = [[i] for i in range(len(tasks))]
+            self._pool_data = self._pool_data or {t.client_id: t.data for t in tasks}
+            self._pool = WorkerPool(self.workers - 1, _worker_setup, (*self._pool_payload, self._pool_data), threads=threads)
+        steps = [self.schedule(t, training_round).steps for t in tasks]
+        order = sorted(range(len(tasks)), key=lambda i: -steps[i])
+        groups = [sorted(order[w::self.workers]) for w in range(self.workers)]
+        groups = [g for g in groups if g]
         state = _numpy_state(global_state)
-        answers = self._pool.map(_worker_train, [(state, [tasks[i] for i in group], training_round, batched) for group in groups])
-        outcomes: dict[int, LocalOutcome] = {}
-        for group, answer in zip(groups, answers, strict=True):
+
+        def shipped(task: LocalTask) -> LocalTask:  # the workers hold this client's data already
+            return replace(task, data=None) if self._pool_data.get(task.client_id) is task.data else task
+
+        def local() -> list[LocalOutcome]:
+            previous = torch.get_num_threads()
+            torch.set_num_threads(threads)  # as many as each worker, so a client's result is the same in any process
+            try:
+                return _train_group(self, global_state, [tasks[i] for i in groups[0]], training_round, batched)
+            finally:
+                torch.set_num_threads(previous)
+
+        items = [(state, [shipped(tasks[i]) for i in group], training_round, batched) for group in groups[1:]]
+        answers, mine = self._pool.map_alongside(_worker_train, items, local)
+        outcomes: dict[int, LocalOutcome] = dict(zip(groups[0], mine, strict=True))
+        for group, answer in zip(groups[1:], answers, strict=True):
             for i, outcome in zip(group, answer, strict=True):
                 outcomes[i] = _from_numpy_outcome(outcome)
         return [outcomes[i] for i in range(len(tasks))]
@@ -457,21 +498,28 @@ def _from_numpy_outcome(outcome: LocalOutcome) -> LocalOutcome:
     return outcome
 
 
-def _worker_setup(payload) -> ClientTrainer:
-    """In a worker: the federation's trainer (same model, settings and seed tree; built once per worker, one process)."""
-    model, input_shape, num_classes, local, seeds, execution = payload
-    return ClientTrainer(model, input_shape, num_classes, local, execution, seeds)
+def _worker_setup(payload) -> tuple[ClientTrainer, dict[int, ClientData]]:
+    """In a worker: the federation's trainer (same model, settings and seed tree; built once per worker, one process)
+    and the clients' data sent with the pool."""
+    model, input_shape, num_classes, local, seeds, execution, client_data = payload
+    return ClientTrainer(model, input_shape, num_classes, local, execution, seeds), client_data
 
 
-def _worker_train(trainer: ClientTrainer, item) -> list[LocalOutcome]:
-    """In a worker: a group of clients trained as the main process would (batched or one by one), tensors returned
-    as numpy arrays."""
-    state, tasks, training_round, batched = item
-    global_state = _from_numpy(state)
+def _train_group(trainer: ClientTrainer, global_state: State, tasks: Sequence[LocalTask], training_round: int,
+                 batched: bool) -> list[LocalOutcome]:
+    """One group of a round's clients in this process: one stacked run, or one client after another."""
     if batched:
-        outcomes = trainer.train(global_state, tasks, training_round)
-    else:
-        outcomes = [trainer.train_one(global_state, task, training_round) for task in tasks]
+        return trainer._train_batched(global_state, list(tasks), training_round)
+    return [trainer.train_one(global_state, task, training_round) for task in tasks]
+
+
+def _worker_train(context: tuple[ClientTrainer, dict[int, ClientData]], item) -> list[LocalOutcome]:
+    """In a worker: a group of clients trained as the main process would (batched or one by one), tensors returned
+    as numpy arrays. A task without data is a client whose data came with the pool."""
+    trainer, client_data = context
+    state, tasks, training_round, batched = item
+    tasks = [replace(t, data=client_data[t.client_id]) if t.data is None else t for t in tasks]
+    outcomes = _train_group(trainer, _from_numpy(state), tasks, training_round, batched)
     for outcome in outcomes:
         outcome.state = _numpy_state(outcome.state)
         outcome.personal = _numpy_state(outcome.personal)

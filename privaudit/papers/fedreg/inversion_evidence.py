@@ -22,6 +22,10 @@ with the attacks
   through an exact simulation of the client's step (regulariser, FGSM pseudo data, and MG where the client uses it),
   labels inferred (iDLG) and given, so that the difference between the FedReg and FedReg+MG rows is MG's (audit
   point R4); on lfw and digits also on the FC-first ``upcycled-mlp`` (labels given);
+* the adaptive attacks that try to *invert* plain FedReg (:data:`STRONG_ADAPTIVE`): ``adaptive-mg`` started at the
+  analytic first-layer recovery on the ``upcycled-mlp`` (labels given and inferred), and with continuation through a
+  smoothed LeakyReLU on the ``convnet`` (labels given) — again on plain FedReg and FedReg + MG alike, so that under an
+  attack that inverts plain FedReg the difference between the rows is what MG adds;
 
 and measures the *update anatomy* of both FedReg variants on the attacked examples
 (:mod:`privaudit.papers.fedreg.update_anatomy`): the attacker's simulation on the true example against the release
@@ -40,6 +44,11 @@ dataset; the grids declared as its inputs) and renders ``reports/inversion.md`` 
 (:mod:`privaudit.report.evidence.inversion`); ``privaudit report reports/evidence/inversion.json --out
 reports/inversion.md`` re-renders the page without re-running the attacks. The result file records the command line
 that ran (provenance and settings), which the page's header shows.
+
+``--adaptive-only`` re-runs only the :data:`STRONG_ADAPTIVE` cells (minutes instead of the full run's half hour),
+replaces their rows in the existing ``<out-dir>/evidence/inversion.json`` (every other row is kept), adds the grids
+``inversion-<dataset>-<variant>.png``, records the re-run's command, time and settings under
+``settings["adaptive_reruns"]`` and re-renders the page; a missing or unwritable result file is refused before any work.
 """
 
 from __future__ import annotations
@@ -74,6 +83,36 @@ ADAPTIVE_OPTIONS = {"fgsm_gradient": "identity"}
 #: labels known: digits 22.3 dB without TV vs 18.1 dB with TV 1e-4, but lfw 14.0 dB without TV (the committed run)
 #: vs 21.9 dB with TV 1e-4 (a separate run) — the choice was made on digits alone and costs lfw.
 ADAPTIVE_FC_OPTIONS = {**ADAPTIVE_OPTIONS, "tv_weight": 0.0}
+@dataclass(frozen=True)
+class StrongVariant:
+    """An ``adaptive-mg`` variant that tries to *invert* plain FedReg: its model, attack options, label modes (True:
+    labels given, so the attacker's client model is exact; False: inferred by iDLG) and whether it attacks all
+    ``--images`` or only the first ``--adaptive-images``."""
+
+    model: str
+    options: dict[str, Any]
+    labels_known: tuple[bool, ...]
+    all_images: bool
+
+
+#: The adaptive attacks that try to *invert* plain FedReg, run on plain FedReg and FedReg+MG alike so that the difference
+#: between the rows is MG's; label stem → variant. ``analytic start`` seeds the descent with the closed-form first-layer
+#: recovery from the same update and refines it through the exact FedReg simulation (FC-first model only; cheap, so on
+#: every image); ``continuation`` anneals a smooth surrogate of the ConvNet's LeakyReLU to the exact activation
+#: (:mod:`attacks.inversion.smooth_activation`; the run's most expensive cells, so labels given and the adaptive images only).
+STRONG_ADAPTIVE: dict[str, StrongVariant] = {
+    "adaptive, analytic start": StrongVariant(ANALYTIC_MODEL, {**ADAPTIVE_FC_OPTIONS, "start": "analytic", "lr": 1e-3,
+                                                               "keep_best_iterate": True}, (True, False), True),
+    "adaptive, continuation": StrongVariant(IG_MODEL, {**ADAPTIVE_OPTIONS, "smooth_temperature": 0.1, "smooth_fraction": 0.5,
+                                                       "tv_weight": 1e-2, "keep_best_iterate": True}, (True,), False),
+}
+#: ``--variants`` names of :data:`STRONG_ADAPTIVE`'s entries.
+VARIANT_NAMES = {"analytic-start": "adaptive, analytic start", "continuation": "adaptive, continuation"}
+#: How the variants' settings were chosen (first lfw image, plain FedReg, labels given, 300 iterations, one restart,
+#: measured with ``run_inversion`` before the evidence run): ConvNet — IG's loop 7.0 dB; τ_0 = 1 / 0.1 / 0.01 (TV 1e-4) 7.8 / 8.5 /
+#: 8.6 dB; TV 1e-2 alone 9.2 dB; τ_0 = 0.1 with TV 1e-2 / 5e-2 12.0 / 12.6 dB; τ_0 = 0.1 with the l2 distance 8.7 dB.
+#: FC-first MLP, analytic start: signed-Adam lr 1e-2 / 1e-3 / 1e-4 gave 21.4 / 36.2 / 44.0 dB on the second digits image
+#: (the first: 111 / 97 / 113 dB); lr 1e-3 with the best iterate kept was taken.
 NO_DP = "no DP guarantee"
 
 
@@ -94,6 +133,7 @@ class Cell:
     model: str
     images: int
     labels_known: bool = False  # the attacker is given the true labels instead of inferring them (iDLG)
+    variant: str | None = None  # a key of STRONG_ADAPTIVE: the adaptive attack's options
 
 
 @dataclass
@@ -113,7 +153,7 @@ class Outcome:
         """The outcome on the first ``k`` images only: update u depends on image u and seed + u alone."""
         hits = self.label_hits[:k]
         c = self.cell
-        return Outcome(Cell(c.dataset, c.defence, c.attack, c.attack_label, c.model, k, c.labels_known),
+        return Outcome(Cell(c.dataset, c.defence, c.attack, c.attack_label, c.model, k, c.labels_known, c.variant),
                        self.epsilon, self.psnr[:k], self.ssim[:k], sum(hits) / len(hits) if hits else None, self.seconds,
                        hits, self.matching_losses[:k], None if self.ground_truth is None else self.ground_truth[:k],
                        None if self.reconstructions is None else self.reconstructions[:k])
@@ -126,6 +166,7 @@ class Outcome:
             "label_accuracy": self.label_accuracy, "model": c.model, "images": c.images, "psnr": self.psnr,
             "ssim": self.ssim, "iterations": None if c.attack == "analytic" else iterations, "seconds": self.seconds,
             "labels_known": c.labels_known, "matching_loss": self.matching_losses,
+            **({"variant": c.variant, "attack_options": attack_options(c)} if c.variant else {}),
         }
 
 
@@ -143,7 +184,25 @@ def defences() -> list[Defence]:
     return out
 
 
-def plan(datasets: Sequence[str], images: int, adaptive_images: int) -> list[Cell]:
+def strong_adaptive_cells(dataset: str, images: int, adaptive_images: int,
+                          variants: Sequence[str] = tuple(STRONG_ADAPTIVE)) -> list[Cell]:
+    """The :data:`STRONG_ADAPTIVE` ``variants`` on plain FedReg and FedReg+MG, in each variant's label modes."""
+    cells = []
+    for variant in variants:
+        spec = STRONG_ADAPTIVE[variant]
+        count = images if spec.all_images else adaptive_images
+        for d in (d for d in defences() if d.spec.startswith("fedreg")):
+            for known in spec.labels_known:
+                cells.append(Cell(dataset, d, "adaptive-mg", variant + (" (labels known)" if known else ""), spec.model,
+                                  count, labels_known=known, variant=variant))
+    return cells
+
+
+def plan(datasets: Sequence[str], images: int, adaptive_images: int, *, adaptive_only: bool = False,
+         variants: Sequence[str] = tuple(STRONG_ADAPTIVE)) -> list[Cell]:
+    """Every cell of the evidence; ``adaptive_only``: only the :data:`STRONG_ADAPTIVE` cells of ``variants``."""
+    if adaptive_only:
+        return [c for ds in datasets for c in strong_adaptive_cells(ds, images, adaptive_images, variants)]
     cells = []
     for ds in datasets:
         for d in defences():
@@ -161,7 +220,17 @@ def plan(datasets: Sequence[str], images: int, adaptive_images: int) -> list[Cel
                 for d in (d for d in defences() if d.spec.startswith("fedreg")):
                     cells.append(Cell(ds, d, "adaptive-mg", "adaptive (labels known)", ANALYTIC_MODEL, adaptive_images,
                                       labels_known=True))
+            cells += strong_adaptive_cells(ds, images, adaptive_images)
     return cells
+
+
+def attack_options(cell: Cell) -> dict[str, Any]:
+    """The attack options ``cell`` runs with (the iteration count comes separately)."""
+    if cell.variant is not None:
+        return dict(STRONG_ADAPTIVE[cell.variant].options)
+    if cell.attack == "adaptive-mg":
+        return dict(ADAPTIVE_OPTIONS if cell.model == IG_MODEL else ADAPTIVE_FC_OPTIONS)
+    return {}
 
 
 def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # type: ignore[no-untyped-def]
@@ -173,8 +242,7 @@ def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # ty
     )
 
     options = {} if cell.attack == "analytic" else {"iterations": iterations}
-    if cell.attack == "adaptive-mg":
-        options.update(ADAPTIVE_OPTIONS if cell.model == IG_MODEL else ADAPTIVE_FC_OPTIONS)
+    options.update(attack_options(cell))
     experiment = InversionExperiment(
         attack=cell.attack, defence=cell.defence.spec, dataset=cell.dataset, model=cell.model, num_images=cell.images,
         attack_options=options, defence_options=dict(cell.defence.options), seed=seed, labels_known=cell.labels_known,
@@ -197,7 +265,18 @@ def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
 
     written = []
     for ds in dict.fromkeys(o.cell.dataset for o in outcomes):
-        full = [o for o in outcomes if o.cell.dataset == ds and o.reconstructions is not None and o.cell.attack != "adaptive-mg"]
+        for name, variant in VARIANT_NAMES.items():  # each adaptive attack that tries to invert plain FedReg
+            strong = [o for o in outcomes if o.cell.dataset == ds and o.cell.variant == variant and o.reconstructions is not None]
+            if not strong:
+                continue
+            assert all(torch.equal(strong[0].ground_truth, o.ground_truth) for o in strong)
+            rows = [("ground truth", strong[0].ground_truth)] + [
+                (f"{o.cell.attack_label}\n{o.cell.defence.label} ({o.cell.model})", o.reconstructions) for o in strong]
+            path = save_image_grid(out_dir / f"inversion-{ds}-{name}.png", rows, psnr=[None, *[o.psnr for o in strong]],
+                                   title=f"{DATASETS[ds]}:\n{variant}, FedReg and FedReg+MG")
+            written.append(path.name)
+        outcomes_ds = [o for o in outcomes if o.cell.variant is None]
+        full = [o for o in outcomes_ds if o.cell.dataset == ds and o.reconstructions is not None and o.cell.attack != "adaptive-mg"]
         if full:
             rows = [("ground truth", full[0].ground_truth)]
             rows += [(f"{o.cell.attack_label}\n{o.cell.defence.label}", o.reconstructions) for o in full]
@@ -206,9 +285,9 @@ def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
             written.append(path.name)
         small = []
         for spec in ("fedreg", "fedreg-mg"):  # per FedReg variant: naive IG on the same images, then adaptive
-            adaptive = [o for o in outcomes if o.cell.dataset == ds and o.cell.attack == "adaptive-mg"
+            adaptive = [o for o in outcomes_ds if o.cell.dataset == ds and o.cell.attack == "adaptive-mg"
                         and o.cell.defence.spec == spec]
-            naive = next((o for o in outcomes if o.cell.dataset == ds and o.cell.defence.spec == spec
+            naive = next((o for o in outcomes_ds if o.cell.dataset == ds and o.cell.defence.spec == spec
                           and o.cell.attack == "ig"), None)
             if adaptive and naive is not None:
                 small += [naive.first(adaptive[0].cell.images), *adaptive]
@@ -252,6 +331,7 @@ def write_evidence(outcomes: list[Outcome], args: argparse.Namespace, seconds: f
         "threads": args.threads, "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)), "dataset_names": DATASETS,
         "local": LOCAL, "fedreg": FEDREG, "clip": CLIP, "delta": DELTA, "analytic_model": ANALYTIC_MODEL, "ig_model": IG_MODEL,
         "adaptive_options": ADAPTIVE_OPTIONS, "adaptive_fc_options": ADAPTIVE_FC_OPTIONS, "adaptive_fc_datasets": list(ADAPTIVE_FC_DATASETS),
+        "strong_adaptive": strong_settings(),
         "machine": platform.machine(), "torch": torch.__version__, "command": command,
     }
     data = {"settings": settings, "seconds": seconds, "records": [o.record(args.iterations) for o in outcomes],
@@ -261,6 +341,70 @@ def write_evidence(outcomes: list[Outcome], args: argparse.Namespace, seconds: f
                          inputs={Path(name).stem: f"../{name}" for name in grids})
     path = write_result(out_dir / "evidence" / "inversion.json", result)
     return write_page(path, out_dir / "inversion.md").markdown
+
+
+def strong_settings() -> dict[str, dict[str, Any]]:
+    """:data:`STRONG_ADAPTIVE` as the result file records it: label stem → model, attack options, label modes, images."""
+    return {label: {"model": v.model, "options": dict(v.options), "labels_known": list(v.labels_known),
+                    "images": "all" if v.all_images else "adaptive"} for label, v in STRONG_ADAPTIVE.items()}
+
+
+def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return record["dataset"], record["defence"], record["attack"], record.get("model")
+
+
+def merge_adaptive(outcomes: list[Outcome], args: argparse.Namespace, seconds: float, out_dir: Path, command: str) -> Path:
+    """Put the re-run :data:`STRONG_ADAPTIVE` records into the committed ``<out_dir>/evidence/inversion.json`` (records
+    with the same dataset, defence, attack and model are replaced, all others kept), draw their grids, note the re-run
+    (command, time, settings) under ``settings["adaptive_reruns"]`` and re-render ``<out_dir>/inversion.md``."""
+    import datetime
+
+    import torch
+
+    from privaudit.report.evidence import write_page
+    from privaudit.report.results import read_result, write_result
+
+    path = out_dir / "evidence" / "inversion.json"
+    result = read_result(path)
+    fresh = [o.record(args.iterations) for o in outcomes]
+    replaced = {_record_key(r) for r in fresh}
+    data = result.data
+    data["records"] = [r for r in data["records"] if _record_key(r) not in replaced] + fresh
+    ran = {o.cell.variant for o in outcomes}
+    rerun = {"command": command, "seconds": seconds, "iterations": args.iterations, "images": args.images,
+             "adaptive_images": args.adaptive_images, "seed": args.seed, "threads": args.threads,
+             "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)),
+             "strong_adaptive": {k: v for k, v in strong_settings().items() if k in ran},
+             "torch": torch.__version__, "machine": platform.machine(),
+             "created": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()}
+    earlier = []  # earlier re-runs keep only the variants this one does not supersede
+    for run in data["settings"].get("adaptive_reruns", []):
+        kept = {k: v for k, v in run.get("strong_adaptive", {}).items() if k not in ran}
+        if kept:
+            earlier.append({**run, "strong_adaptive": kept})
+    data["settings"]["adaptive_reruns"] = [*earlier, rerun]
+    result.inputs.update({Path(name).stem: f"../{name}" for name in _grids(outcomes, out_dir)})
+    write_result(path, result)
+    return write_page(path, out_dir / "inversion.md").markdown
+
+
+def _check_merge_target(out_dir: Path) -> str | None:
+    """Why ``--adaptive-only`` cannot merge into ``<out_dir>/evidence/inversion.json`` (None when it can)."""
+    import os
+
+    from privaudit.errors import InvalidParameterError
+    from privaudit.report.results import read_result
+
+    path = out_dir / "evidence" / "inversion.json"
+    try:
+        result = read_result(path)
+    except InvalidParameterError as exc:
+        return f"--adaptive-only merges into an existing result file: {exc}"
+    if result.kind != "inversion-evidence":
+        return f"{path} is a {result.kind!r} result, not the inversion evidence"
+    if not os.access(path, os.W_OK) or not os.access(out_dir, os.W_OK):
+        return f"cannot write {path} or {out_dir}"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -273,16 +417,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--out-dir", type=Path, default=Path("reports"))
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--adaptive-only", action="store_true",
+                        help="run only the adaptive attacks that try to invert plain FedReg (STRONG_ADAPTIVE) and merge "
+                             "their rows into the existing <out-dir>/evidence/inversion.json")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANT_NAMES), choices=list(VARIANT_NAMES),
+                        help="with --adaptive-only: which of those attacks to re-run (default: all)")
     args = parser.parse_args(argv)
     command = shlex.join(["python", "-m", "privaudit.papers.fedreg.inversion_evidence",
                           *(sys.argv[1:] if argv is None else argv)])
     if args.images < 1 or args.adaptive_images < 0 or args.iterations < 1 or args.threads < 1:
         parser.error("--images, --iterations and --threads must be at least 1, --adaptive-images at least 0")
 
+    if args.adaptive_only:
+        if args.adaptive_images < 1:
+            parser.error("--adaptive-only needs --adaptive-images of at least 1")
+        problem = _check_merge_target(args.out_dir)
+        if problem:
+            parser.error(problem)
+
     import torch
 
     torch.set_num_threads(args.threads)
-    cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images))
+    if args.adaptive_only:
+        cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images), adaptive_only=True,
+                     variants=[VARIANT_NAMES[v] for v in args.variants])
+    else:
+        cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images))
     start = time.perf_counter()
     outcomes = []
     done = 0
@@ -291,6 +451,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             bar.describe(f"{cell.dataset}: {cell.attack_label} vs {cell.defence.label}")
             outcomes.append(run_cell(cell, args.iterations, args.seed, lambda k, done=done: bar.set(done + k)))
             done += cell.images
+    if args.adaptive_only:
+        page = merge_adaptive(outcomes, args, time.perf_counter() - start, args.out_dir, command)
+        print(f"merged {len(outcomes)} adaptive rows into {args.out_dir / 'evidence' / 'inversion.json'} and wrote {page} "
+              f"in {(time.perf_counter() - start) / 60:.1f} min")
+        return 0
     checks = anatomy(args.datasets, min(args.adaptive_images, args.images), args.seed) if args.adaptive_images else []
     seconds = time.perf_counter() - start
     args.out_dir.mkdir(parents=True, exist_ok=True)

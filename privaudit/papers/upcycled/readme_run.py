@@ -41,6 +41,11 @@ LAST_ROUNDS = 10
 #: Their features and labels (``mytrain.pt``) are binary files not available offline.
 REFERENCE_TRAIN_SIZES = (446, 49, 367, 72, 417, 53, 144, 155, 78, 122, 467, 100, 53, 142, 45,
                          399, 296, 69, 385, 221, 117, 76, 189, 467, 482, 198, 133, 60, 68, 173)
+#: Test examples per client of the same files (osu-srml/Upcycled-FL@4dd7400:data/synthetic_iid/data/test/user_groups.json;
+#: 683 in all, the pooled test set the reference evaluates on). Each client's total n_k satisfies ⌊0.9 n_k⌋ = its training
+#: size, but not every total is the smallest that does (clients 3 and 20 have 9 and 14, not 8 and 13).
+REFERENCE_TEST_SIZES = (50, 6, 41, 9, 47, 6, 16, 18, 9, 14, 52, 12, 6, 16, 5,
+                        45, 33, 8, 43, 25, 14, 9, 21, 52, 54, 22, 15, 7, 8, 20)
 
 
 def readme_spec(seed: int = 0, data_seed: int = 0, *, rounds: int = 80, double_softmax: bool = True,
@@ -69,8 +74,8 @@ def readme_spec(seed: int = 0, data_seed: int = 0, *, rounds: int = 80, double_s
 def reference_sized_iid(seed: int = 0, dim: int = 20, num_classes: int = 2):
     """FedProx's Synthetic iid procedure (:mod:`privaudit.data.synthetic`: x ~ N(0, diag(j^−1.2)), one global W, b,
     y = argmax(xW + b), 90 % / 10 % train/test split per client) with the reference files' client sizes instead of
-    drawn ones: n_k is the smallest size with ⌊0.9 n_k⌋ = :data:`REFERENCE_TRAIN_SIZES`[k]. Only the sizes are the
-    reference's; features, model and labels are drawn from ``seed``."""
+    drawn ones: client k has :data:`REFERENCE_TRAIN_SIZES`[k] training and :data:`REFERENCE_TEST_SIZES`[k] test
+    examples (6,043 and 683). Only the sizes are the reference's; features, model and labels are drawn from ``seed``."""
     import numpy as np
 
     from privaudit.data.base import ClientData, FederatedDataset
@@ -80,9 +85,8 @@ def reference_sized_iid(seed: int = 0, dim: int = 20, num_classes: int = 2):
     weights = rng.normal(0.0, 1.0, size=(dim, num_classes))
     bias = rng.normal(0.0, 1.0, size=num_classes)
     clients = []
-    for train in REFERENCE_TRAIN_SIZES:
-        n = next(m for m in range(train, 2 * train + 2) if int(0.9 * m) == train)
-        x = rng.standard_normal((n, dim)) * feature_std
+    for train, test in zip(REFERENCE_TRAIN_SIZES, REFERENCE_TEST_SIZES, strict=True):
+        x = rng.standard_normal((train + test, dim)) * feature_std
         y = np.argmax(x @ weights + bias, axis=1)
         clients.append(ClientData(x[:train], y[:train], x[train:], y[train:]))
     everything = np.concatenate([np.concatenate([c.x_train, c.x_test]) for c in clients])

@@ -20,6 +20,7 @@ from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
 from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
 from privaudit.models import build_model
 from privaudit.papers.upcycled.readme_run import (
+    REFERENCE_TEST_SIZES,
     REFERENCE_TRAIN_SIZES,
     noise_weight,
     readme_spec,
@@ -120,6 +121,10 @@ def test_readme_spec_is_the_reference_run():
 def test_reference_sized_data_has_the_reference_files_client_sizes():
     data = reference_sized_iid(0)
     assert tuple(int(n) for n in data.client_sizes) == REFERENCE_TRAIN_SIZES and sum(REFERENCE_TRAIN_SIZES) == 6043
+    # the reference's test/user_groups.json: 683 pooled test examples, client 3 has 9 and client 20 has 14 (the smallest
+    # totals with ⌊0.9 n⌋ = 72 and 117 would give 8 and 13)
+    assert tuple(c.num_test for c in data.clients) == REFERENCE_TEST_SIZES and len(data.test[1]) == 683
+    assert (data.clients[3].num_test, data.clients[20].num_test) == (9, 14)
     assert all(int(0.9 * (c.num_train + c.num_test)) == c.num_train for c in data.clients)
     assert noise_weight(REFERENCE_TRAIN_SIZES) == pytest.approx(0.0516, abs=1e-4)
     again, other = reference_sized_iid(0), reference_sized_iid(1)
