@@ -228,12 +228,8 @@ class AdaptiveMGAttack(InvertingGradientsAttack):
                 best = (chosen[0], chosen[1], trace, chosen[2])
         assert best is not None
         notes = {
-            "label_strategy": rule,
-            "labels_paired": True,
-            "client_model": simulator.describe(),
-            "restart_matching_losses": restart_losses,
+            **self.restart_notes(rule, simulator, restart_losses),
             "restart_starts": restart_starts,
-            "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
             "continuation": ({"surrogate": "softplus-smoothed (Leaky)ReLU", "temperature_start": cfg.smooth_temperature,
                               "temperature_end": cfg.smooth_temperature * 1e-3, "annealed_iterations": anneal,
                               "exact_iterations": cfg.iterations - anneal} if temperature is not None else None),

@@ -276,6 +276,18 @@ class InvertingGradientsAttack(InversionAttack):
             shape=(payload.knowledge.num_examples, *payload.data.shape),
         )
 
+    def restart_notes(self, label_rule: str, simulator: ClientSimulator, restart_losses: list[float]) -> dict[str, Any]:
+        """The result's settings every gradient-matching run records: label rule, client model, each restart's final
+        matching loss and the learning-rate milestones."""
+        cfg: InvertingGradientsConfig = self.config
+        return {
+            "label_strategy": label_rule,
+            "labels_paired": True,
+            "client_model": simulator.describe(),
+            "restart_matching_losses": restart_losses,
+            "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
+        }
+
     def _run(self, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator) -> InversionResult:
         cfg: InvertingGradientsConfig = self.config
         simulator = self.simulator(payload)
@@ -315,14 +327,7 @@ class InvertingGradientsAttack(InversionAttack):
             if best is None or final < best[0]:
                 best = (final, x.detach().clone(), trace)
         assert best is not None
-        notes = {
-            "label_strategy": rule,
-            "labels_paired": True,
-            "client_model": simulator.describe(),
-            "restart_matching_losses": restart_losses,
-            "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
-            **self._bn_record(bn),
-        }
+        notes = {**self.restart_notes(rule, simulator, restart_losses), **self._bn_record(bn)}
         return InversionResult(
             attack=self.name,
             images=best[1].to(torch.float32).cpu(),
