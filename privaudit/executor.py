@@ -19,13 +19,16 @@ Ray is optional (``pip install privaudit[ray]``); asking for it without it insta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,7 +197,7 @@ def _limit_threads() -> None:
 _WORKER_CONTEXT: Any = None
 
 
-def _init_pool_worker(threads: int, setup: Callable[[Any], Any], payload: bytes) -> None:
+def _init_pool_worker(threads: int, setup: Callable[[Any], Any], payload_path: str) -> None:
     """Start a :class:`WorkerPool` worker: ``threads`` torch threads, Ctrl-C left to the parent, context built once."""
     import pickle
 
@@ -204,7 +207,8 @@ def _init_pool_worker(threads: int, setup: Callable[[Any], Any], payload: bytes)
 
     torch.set_num_threads(threads)
     global _WORKER_CONTEXT
-    _WORKER_CONTEXT = setup(pickle.loads(payload))  # our own objects, pickled by the parent a moment ago
+    with open(payload_path, "rb") as file:  # our own objects, pickled by the parent into its private temporary file
+        _WORKER_CONTEXT = setup(pickle.load(file))
 
 
 def _call_in_context(fn: Callable[[Any, Any], Any], item: Any) -> Any:
@@ -237,10 +241,16 @@ class WorkerPool:
         if self.workers < 1:
             raise InvalidParameterError(f"workers must be at least 1, got {workers}")
         self.threads = int(threads) if threads is not None else threads_per_worker(self.workers)
-        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        # The payload (a model, every client's data) goes through a private temporary file, not the spawn pipe:
+        # CPython writes a worker's start-up arguments into a pipe whose read end it keeps open until the write ends,
+        # so a worker that dies while starting (a script without the ``__main__`` guard) leaves a payload larger than
+        # the pipe's buffer blocked forever instead of failing.
+        handle, self._payload_path = tempfile.mkstemp(prefix="privaudit-pool-", suffix=".pickle")
+        with os.fdopen(handle, "wb") as file:
+            pickle.dump(payload, file, protocol=pickle.HIGHEST_PROTOCOL)
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker,
-            initargs=(self.threads, setup, data))
+            initargs=(self.threads, setup, self._payload_path))
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(context, item) for item in items]`` computed by the workers, in item order."""
@@ -264,15 +274,26 @@ class WorkerPool:
                 results = [future.result() for future in futures]
             done = True
             return results, mine
+        except BrokenProcessPool:
+            raise InvalidParameterError(
+                "a worker process stopped while starting or running; in a script, start the run under "
+                "`if __name__ == \"__main__\":` (workers are spawned and re-import the main module), or use workers=1"
+            ) from None
         finally:
             if not done:
                 self._pool = None
                 _stop_now(pool)
+                self._remove_payload()
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        self._remove_payload()
+
+    def _remove_payload(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._payload_path)
 
     def __enter__(self) -> WorkerPool:
         return self

@@ -157,3 +157,22 @@ def test_batch_norm_on_a_one_value_batch_is_one_error_not_a_torch_traceback():
                      local=LocalTrainingConfig(epochs=1, batch_size=1))
     with pytest.raises(InvalidParameterError, match="more than one value per channel"):
         run_training(spec, progress=False)
+
+
+def test_a_script_without_the_main_guard_fails_in_one_error_instead_of_hanging(tmp_path):
+    """Spawned workers re-import the main module; one that dies while starting used to leave the parent blocked
+    writing a large start-up payload into the spawn pipe, forever."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from privaudit.fl.engine.config import LocalTrainingConfig\n"
+        "from privaudit.fl.engine.run import TrainSpec, run_training\n"
+        "spec = TrainSpec(algorithm='fedavg', dataset='digits', rounds=1, num_clients=4, model='lenet-dlg',\n"
+        "                 local=LocalTrainingConfig(epochs=1, batch_size=64), execution='sequential', workers=2)\n"
+        "run_training(spec, progress=False)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "InvalidParameterError" in done.stderr and "__main__" in done.stderr

@@ -46,7 +46,7 @@ from torch.func import functional_call
 
 from privaudit.data.base import ClientData
 from privaudit.device import resolve_device
-from privaudit.errors import DeviceUnavailableError, InvalidParameterError
+from privaudit.errors import DeviceUnavailableError, InvalidParameterError, PrivauditError
 from privaudit.fl.engine.config import Execution, LocalTrainingConfig
 from privaudit.fl.engine.local_training import (
     ExactMinimiser,
@@ -303,7 +303,7 @@ class ClientTrainer:
         try:
             return self._train(global_state, tasks, training_round)
         except ValueError as exc:  # torch's BatchNorm on a batch with one value per channel: a setting problem
-            if "more than 1 value per channel" not in str(exc):
+            if isinstance(exc, PrivauditError) or "more than 1 value per channel" not in str(exc):
                 raise
             raise InvalidParameterError(
                 "batch normalisation needs more than one value per channel in every training batch; a client's batch "
