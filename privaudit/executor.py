@@ -26,6 +26,7 @@ import signal
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -211,6 +212,11 @@ def _init_pool_worker(threads: int, setup: Callable[[Any], Any], payload_path: s
         _WORKER_CONTEXT = setup(pickle.load(file))
 
 
+def _remove_file(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
 def _call_in_context(fn: Callable[[Any, Any], Any], item: Any) -> Any:
     return fn(_WORKER_CONTEXT, item)
 
@@ -248,6 +254,7 @@ class WorkerPool:
         handle, self._payload_path = tempfile.mkstemp(prefix="privaudit-pool-", suffix=".pickle")
         with os.fdopen(handle, "wb") as file:
             pickle.dump(payload, file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._payload_cleanup = weakref.finalize(self, _remove_file, self._payload_path)  # also at interpreter exit
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
             max_workers=self.workers, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker,
             initargs=(self.threads, setup, self._payload_path))
@@ -292,8 +299,7 @@ class WorkerPool:
         self._remove_payload()
 
     def _remove_payload(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self._payload_path)
+        self._payload_cleanup()
 
     def __enter__(self) -> WorkerPool:
         return self

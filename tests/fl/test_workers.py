@@ -176,3 +176,19 @@ def test_a_script_without_the_main_guard_fails_in_one_error_instead_of_hanging(t
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "InvalidParameterError" in done.stderr and "__main__" in done.stderr
+
+
+def test_the_worker_pool_stops_and_its_payload_file_goes_when_the_federation_ends(monkeypatch):
+    pools = []
+    original = WorkerPool.__init__
+
+    def remember(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        pools.append(self)
+
+    monkeypatch.setattr(WorkerPool, "__init__", remember)
+    _cnn_run("sequential", 2)
+    import os
+
+    assert len(pools) == 1 and pools[0]._pool is None  # closed: an audit's many federations leave no processes behind
+    assert not os.path.exists(pools[0]._payload_path)

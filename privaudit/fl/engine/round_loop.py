@@ -287,6 +287,9 @@ def run_federation(
     algorithm.end_federation(result)  # completes the record before any observer (the checkpoint writer) sees it
     for observer in observers:
         observer.on_end(result)
+    close = getattr(trainer, "close", None)
+    if close is not None:  # stop the worker pool (--workers): an audit trains many federations in one process
+        close()
     return result
 
 
