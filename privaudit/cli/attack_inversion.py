@@ -433,6 +433,8 @@ def register(attack_app: typer.Typer) -> None:
         per_update: int | None = typer.Option(None, "--per-update", help="Dataset mode: images in each client update (default 1); "
                                               "--images must be a multiple of it."),
         bins: int | None = typer.Option(None, "--bins", help="imprint: bins of the server's imprint block (default 128)."),
+        option: list[str] = typer.Option([], "--option", help="Any field of the attack's configuration as KEY=VALUE "
+                                         "(repeatable), e.g. --option start=analytic for adaptive-mg; the flags above win."),
         bn_prior: str | None = typer.Option(None, "--bn-prior", help="ig: BatchNorm-statistics prior (Yin et al. 2021) from the client's "
                                             "released buffers (update) or the global running statistics (running); BatchNorm models only."),
         bn_weight: float | None = typer.Option(None, "--bn-weight", help="ig: weight α of the --bn-prior term (default 0.1)."),
@@ -476,15 +478,15 @@ def register(attack_app: typer.Typer) -> None:
 
         from attacks.inversion import build_attack
         from attacks.inversion.figures import save_image_grid
+        from attacks.inversion.registry import parse_attack_options
 
         torch.set_num_threads(threads)
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = parse_attack_options(attack_name, option)
         if iterations is not None:
             options[ITERATION_FIELD[attack_name]] = iterations  # type: ignore[index]
         if bins is not None:
             options["bins"] = bins
-        if attack_name == "imprint":  # a bad ImprintConfig is one line before any dataset loads
-            build_attack(attack_name, device=device, **options)
+        build_attack(attack_name, device=device, **options)  # a bad configuration is one line before any data loads
         options.update(bn_options)
         start = time.perf_counter()
         notes: list[str] = []
@@ -543,7 +545,7 @@ def register(attack_app: typer.Typer) -> None:
             defense_label = defense
             source = {"mode": "dataset", "dataset": dataset, "model": model, "defence": defence_obj.describe(),
                       "images": count, "batched": batched and attack_name == "ig", "examples_per_update": config.examples_per_update,
-                      "server": run.server}
+                      "server": run.server, "attack_options": options}
             separation = _separation(records)
             if separation:
                 source["separation"] = separation
