@@ -65,4 +65,6 @@ def parse_enum(enum: type[Enum], value: Any, what: str) -> Any:
     for member in enum:
         if member.value == key:
             return member
-    raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(repr(m.value) for m in enum)}")
+    names = [repr(m.value) for m in enum]
+    choices = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    raise InvalidParameterError(f"unknown {what} {value!r}; use {choices}")

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 
 
@@ -23,13 +24,7 @@ class ClientSampling(str, Enum):
 
     @classmethod
     def parse(cls, value: str | ClientSampling) -> ClientSampling:
-        if isinstance(value, ClientSampling):
-            return value
-        key = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown client sampling {value!r}; use 'fixed-size' or 'poisson'")
+        return parse_enum(cls, value, "client sampling")
 
 
 class Execution(str, Enum):
@@ -41,13 +36,7 @@ class Execution(str, Enum):
 
     @classmethod
     def parse(cls, value: str | Execution) -> Execution:
-        if isinstance(value, Execution):
-            return value
-        key = str(value).strip().lower()
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown execution mode {value!r}; use 'auto', 'batched' or 'sequential'")
+        return parse_enum(cls, value, "execution mode")
 
 
 def _int_at_least(name: str, value: Any, low: int) -> int:

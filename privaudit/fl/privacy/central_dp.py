@@ -54,6 +54,7 @@ import torch
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Mechanism, Neighbouring, SubsampledGaussian
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import Algorithm, ClientResult
 from privaudit.fl.engine import params as P
@@ -68,13 +69,7 @@ class CDPVariant(str, Enum):
 
     @classmethod
     def parse(cls, value: str | CDPVariant) -> CDPVariant:
-        if isinstance(value, CDPVariant):
-            return value
-        key = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown CDP variant {value!r}; use 'paper', 'reference' or 'dp-fedavg'")
+        return parse_enum(cls, value, "CDP variant")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 
 from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Composition, Neighbouring, SubsampledGaussian
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientResult
 from privaudit.fl.engine import params as P
@@ -62,13 +63,7 @@ class Participation(str, Enum):
 
     @classmethod
     def parse(cls, value: str | Participation) -> Participation:
-        if isinstance(value, Participation):
-            return value
-        key = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown participation policy {value!r}; use 'every-round' or 'expected'")
+        return parse_enum(cls, value, "participation policy")
 
 
 PerClient = float | Mapping[int, float]

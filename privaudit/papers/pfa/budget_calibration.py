@@ -32,6 +32,7 @@ from typing import Any
 from privaudit.accounting.accountants import get_accountant
 from privaudit.accounting.closed_form import pfa_reference_epsilon, pfa_reference_noise
 from privaudit.accounting.mechanisms import Composition, SubsampledGaussian
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 
 
@@ -62,13 +63,7 @@ class PlannedSteps(str, Enum):
 
     @classmethod
     def parse(cls, value: str | PlannedSteps) -> PlannedSteps:
-        if isinstance(value, PlannedSteps):
-            return value
-        key = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown planned steps {value!r}; use 'expected' or 'every-round'")
+        return parse_enum(cls, value, "planned steps")
 
 
 def planned_rounds(policy: str | PlannedSteps, clients_per_round: int, rounds: int, num_clients: int) -> float:
