@@ -69,8 +69,10 @@ evidence: $(STAMP)
 	  $(BIN)/python -m privaudit report $$result --out reports/$$(basename $$result .json).md || exit 1; done
 
 # The validity suite's full grid: coverage P[ε_lb > ε_true] ≤ α of every route × strategy × score shape × design,
-# and each route's tightness on the Gaussian mechanism → reports/validity.md (VALIDITY_ARGS="--json PATH" adds the
-# raw numbers). About 10 CPU-minutes; the fast subset runs in `make test` (tests/stats/test_validity_suite.py).
+# each route's tightness on the Gaussian mechanism, and the verdict gate P[consistent | true ε ≥ 2 × claim] ≤ 0.2
+# (20 cells × 200 audits, about 5 of the run's minutes) → reports/validity.md (VALIDITY_ARGS="--json PATH" adds the
+# raw numbers). 11.8 and 14.3 min wall with 2 workers on this shared 2-core machine; the fast subset runs in `make test`
+# (tests/stats/test_validity_suite.py).
 VALIDITY_ARGS ?=
 validity: $(STAMP)
 	$(BIN)/python benchmarks/validity_grid.py --out reports/validity.md $(VALIDITY_ARGS)

@@ -1,15 +1,17 @@
-"""The validity suite's full grid (``make validity``): coverage of every route and a tightness table.
+"""The validity suite's full grid (``make validity``): coverage of every route, a tightness table, and the verdict gate.
 
 For every route × strategy × scenario × design (parts in :mod:`privaudit.stats.validity`) it runs R seeded
 audits and reports the over-claim rate P[ε_lb > ε_true] with its 95% Clopper–Pearson interval against α;
-then the tightness of each route on the Gaussian mechanism (mean ε_lb/ε_true at n = 10⁴). Writes
+then the tightness of each route on the Gaussian mechanism (mean ε_lb/ε_true at n = 10⁴); then the verdict's own
+property, P[consistent | true ε ≥ 2 × claimed ε] ≤ 1 − min_power, on the cells of
+:func:`privaudit.audit.verdict_validity.consistency_grid` (``--consistency-runs`` audits each). Writes
 ``reports/validity.md`` (``--json PATH`` also writes every cell's raw numbers) with the exact command, the
 machine, the seeds and the wall time. Numbers are only ever what this run measured.
 
 Flagged cells (coverage above α at R, not significantly) are re-run on fresh draws with ``--confirm-runs`` audits.
 
 Usage: ``.venv/bin/python benchmarks/validity_grid.py [--runs 200] [--confirm-runs 1000] [--tight-runs 10] [--tight-n 10000]
-[--seed 0] [--workers 2] [--alpha 0.05] [--routes cp,gdp] [--out reports/validity.md] [--json PATH]``.
+[--consistency-runs 200] [--seed 0] [--workers 2] [--alpha 0.05] [--routes cp,gdp] [--out reports/validity.md] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import scipy
 from rich.console import Console
 
+from privaudit.audit.verdict_validity import ConsistencyResult, consistency_grid, evaluate_consistency
 from privaudit.progress import progress_bars
 from privaudit.stats.validity import (
     NULL_SHAPES,
@@ -96,6 +99,10 @@ def grid(routes: tuple[RouteInfo, ...], alpha: float) -> list[Cell]:
 
 def _run_cell(cell: Cell, runs: int, seed: int) -> CoverageResult:
     return evaluate_cell(cell, runs, seed)
+
+
+def _run_consistency(cell, runs: int, seed: int) -> ConsistencyResult:
+    return evaluate_consistency(cell, runs, seed)
 
 
 def _run_tightness(route: RouteInfo, strategy: str, mu: float, n: int, runs: int, alpha: float, seed: int) -> Tightness:
@@ -254,8 +261,50 @@ def _confirmation_rows(results: list[CoverageResult], confirmed: dict[str, Cover
     return rows
 
 
+def _consistency_rows(results: list[ConsistencyResult]) -> list[str]:
+    rows = ["| kind | scenario | attack | split | declared family | attack declared optimal | true ε | claimed ε | runs | "
+            "consistent | P[consistent] [95% CI] | refuted | power of an optimal attack at 2× (MC lower limit) | "
+            "gate p-value | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        c = r.cell
+        verdict = {"fail": "**FAIL**", "flag": "flag", "pass": "pass", "report": "reported"}[r.status]
+        power = "none (family or route has no attack-based power)" if r.power_lower is None else f"≥ {r.power_lower:.3f}"
+        p_value = "—" if r.status == "report" else f"{r.p_value:.3g}"
+        rows.append(f"| {c.kind} | {c.scenario.name} | {c.attack.name} | {c.design.label} | {c.mechanism} | "
+                    f"{'yes' if c.attack_optimal else 'no'} | {_fmt(r.true_epsilon)} | {_fmt(r.claimed_epsilon)} | {r.runs} | "
+                    f"{r.consistent} | {r.rate:.3f} [{r.interval[0]:.3f}, {r.interval[1]:.3f}] | {r.refuted} | {power} | "
+                    f"{p_value} | {verdict} |")
+    return rows
+
+
+def _consistency_section(results: list[ConsistencyResult], runs: int) -> list[str]:
+    if not results:
+        return ["Not run (--consistency-runs 0)."]
+    gates = [r for r in results if r.status != "report"]
+    worst = max(gates, key=lambda r: r.rate)
+    fails = sum(r.status == "fail" for r in gates)
+    return [
+        "Each cell runs the pipeline a user gets — every route valid for the declared family and design at its share of "
+        "α = 0.05 (`audit_scores`, as `privaudit audit --scores` does), the power of an optimal attack on a Gaussian "
+        "mechanism at 2× the claim, then `decide` with min_power = 0.8 — on fresh seeded draws, and counts the verdicts. "
+        "*gate* cells have true ε = 2 × claimed ε (3 × for issue 24's case, μ = 0.2996, 300 per side) and only true "
+        "declarations; their verdict is a one-sided binomial test of P[consistent] ≤ 0.2 at level 1e-3 (**FAIL** when "
+        "it rejects, *flag* when the rate is above 0.2 but not significantly). *earnable* cells have a true claim "
+        "(claim = true ε) and an optimal attack declared so; *false-declaration* cells declare a weak or signal-free "
+        "attack optimal at true ε = 2 × claim. Both are reported, not gated. Attacks are post-processings of the "
+        "mechanism's output: weak = + N(0, 1) noise, saturating = min(score, 1), discrete = rounded to integers, "
+        "zero-signal = N(0, 1) independent of membership. δ = 1e-5.",
+        "",
+        f"{len(gates)} gate cells, {runs} audits each: {fails} fail; the largest P[consistent] is {worst.rate:.3f} "
+        f"({worst.cell.key}).",
+        "",
+        *_consistency_rows(results),
+    ]
+
+
 def write_report(path: Path, results, tightness, routes, args, seconds: float, cpu_seconds: float, command: str,
-                 confirmed: dict[str, CoverageResult]) -> None:
+                 confirmed: dict[str, CoverageResult], consistency: list[ConsistencyResult] | None = None) -> None:
     invalid: dict[str, list[CoverageResult]] = defaultdict(list)
     for result in results:
         if result.status == "fail":
@@ -263,6 +312,9 @@ def write_report(path: Path, results, tightness, routes, args, seconds: float, c
     ran = [r for r in results if r.status != "not run"]
     lines = [
         "# Validity suite: P[ε_lb > ε_true] ≤ α for every route, strategy, score shape and design",
+        "",
+        "and the verdict's own property, P[consistent | true ε ≥ 2 × claimed ε] ≤ 1 − min_power = 0.2, for optimal, weak, "
+        "saturating, discrete and zero-signal attacks (the last section).",
         "",
         f"Command: `{command}` (what `make validity` runs). Commit {_commit()}; "
         f"{dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; machine: {_machine()}; "
@@ -310,13 +362,24 @@ def write_report(path: Path, results, tightness, routes, args, seconds: float, c
         "",
         *_not_run_rows(results),
         "",
+        "## \"Consistent\" is earned against the claim: P[consistent | true ε ≥ 2 × claimed ε] ≤ 0.2",
+        "",
+        *_consistency_section(consistency or [], args.consistency_runs),
+        "",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 
 
-def _to_json(results, tightness) -> dict:
+def _to_json(results, tightness, consistency=()) -> dict:
     return {
+        "consistency": [
+            {"kind": r.cell.kind, "cell": r.cell.key, "runs": r.runs, "consistent": r.consistent, "refuted": r.refuted,
+             "inconclusive": r.inconclusive, "rate": r.rate, "interval": list(r.interval), "p_value": r.p_value,
+             "status": r.status, "true_epsilon": r.true_epsilon, "claimed_epsilon": r.claimed_epsilon,
+             "power_lower": r.power_lower, "example_reason": r.example_reason, "seconds": r.seconds}
+            for r in consistency
+        ],
         "cells": [
             {"route": r.cell.route, "strategy": r.cell.strategy, "scenario": r.cell.scenario.name, "split": r.cell.design.label,
              "delta": r.cell.delta, "alpha": r.cell.significance, "status": r.status, "claim": r.claim, "runs": r.runs,
@@ -336,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="re-run each flagged cell with this many audits on fresh draws (0: off)")
     parser.add_argument("--tight-runs", type=int, default=10, help="audits per tightness row")
     parser.add_argument("--tight-n", type=int, default=10_000, help="scores per side (trials) / canaries (one run)")
+    parser.add_argument("--consistency-runs", type=int, default=200,
+                        help="audits per cell of the verdict gate P[consistent | true ε ≥ 2 × claim] ≤ 0.2 (0: off)")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
@@ -352,20 +417,31 @@ def main(argv: list[str] | None = None) -> int:
     cells = grid(routes, args.alpha)
     tight_jobs = [(route, "default", mu) for route in routes for mu in TIGHTNESS_MUS]
     tight_jobs += [(route, s, HEADLINE_MU) for route in routes for s in strategy_names(route.kind) if s != "default"]
+    consistency_cells = consistency_grid() if args.consistency_runs > 0 else []
 
     console = Console(stderr=True)
     start = time.perf_counter()
     with progress_bars(console=console) as progress, ProcessPoolExecutor(max_workers=args.workers) as pool:
         coverage_bar = progress.add("coverage cells", total=len(cells))
         tight_bar = progress.add("tightness rows", total=len(tight_jobs))
-        futures = {pool.submit(_run_cell, cell, args.runs, args.seed): ("cell", i) for i, cell in enumerate(cells)}
+        consistency_bar = progress.add("verdict gate cells", total=len(consistency_cells))
+        # the slowest jobs first, so that the pool does not end on them
+        futures = {pool.submit(_run_consistency, cell, args.consistency_runs, args.seed): ("consistency", i)
+                   for i, cell in enumerate(consistency_cells)}
+        futures |= {pool.submit(_run_cell, cell, args.runs, args.seed): ("cell", i) for i, cell in enumerate(cells)}
         futures |= {pool.submit(_run_tightness, route, s, mu, args.tight_n, args.tight_runs, args.alpha, args.seed): ("tight", i)
                     for i, (route, s, mu) in enumerate(tight_jobs)}
         ordered_cells: dict[int, CoverageResult] = {}
         ordered_tight: dict[int, Tightness] = {}
+        ordered_consistency: dict[int, ConsistencyResult] = {}
         for future in as_completed(futures):
             kind, index = futures[future]
-            if kind == "cell":
+            if kind == "consistency":
+                ordered_consistency[index] = gate = future.result()
+                consistency_bar.advance()
+                if gate.status == "fail":
+                    progress.print(f"[red]FAIL[/red] {gate.cell.key}: consistent in {gate.consistent} of {gate.runs}")
+            elif kind == "cell":
                 ordered_cells[index] = result = future.result()
                 coverage_bar.describe(f"coverage · {result.cell.route} · {result.cell.scenario.name}")
                 coverage_bar.advance()
@@ -377,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 tight_bar.advance()
         results = [ordered_cells[i] for i in range(len(cells))]
         tightness = [ordered_tight[i] for i in range(len(tight_jobs))]
+        consistency = [ordered_consistency[i] for i in range(len(consistency_cells))]
         suspects = [r.cell for r in results if r.status == "flag"] if args.confirm_runs else []
         confirm_bar = progress.add("re-runs of flagged cells", total=len(suspects))
         confirmed: dict[str, CoverageResult] = {}
@@ -386,12 +463,13 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = usage.ru_utime + usage.ru_stime
-    write_report(args.out, results, tightness, routes, args, seconds, cpu_seconds, command, confirmed)
+    write_report(args.out, results, tightness, routes, args, seconds, cpu_seconds, command, confirmed, consistency)
     if args.json is not None:
-        args.json.write_text(json.dumps(_to_json(results, tightness), default=float))
+        args.json.write_text(json.dumps(_to_json(results, tightness, consistency), default=float))
     fails = sum(r.status == "fail" for r in results)
-    console.print(f"wrote {args.out} ({len(results)} cells, {fails} fail) in {seconds / 60:.1f} min "
-                  f"(workers' CPU {cpu_seconds / 60:.1f} min)")
+    gate_fails = sum(r.status == "fail" for r in consistency)
+    console.print(f"wrote {args.out} ({len(results)} cells, {fails} fail; {len(consistency)} verdict-gate cells, "
+                  f"{gate_fails} fail) in {seconds / 60:.1f} min (workers' CPU {cpu_seconds / 60:.1f} min)")
     return 0
 
 

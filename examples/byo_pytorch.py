@@ -4,7 +4,10 @@ DP-FedAvg (McMahan et al. 2018, "Learning Differentially Private Recurrent Langu
 scikit-learn's 8×8 digits, written in plain PyTorch: each round samples every client independently with
 probability q (Poisson), each sampled client runs local SGD from the global model, clips its update to L2 norm C,
 and the server adds Gaussian noise N(0, σ²C²) to the sum of the clipped updates and divides by the expected number
-of clients q·K. With ``--noise 0`` it is plain FedAvg over the sampled clients (no DP guarantee).
+of clients q·K. ``--sampling fixed-size`` draws exactly m = round(q·K) clients instead (``random.sample``-style, as
+most loops and Flower do) and divides by m; the recorded release says so (``sampling="fixed-size"``), and its
+guarantee is far weaker: an added client displaces a sampled one. With ``--noise 0`` it is plain FedAvg over the
+sampled clients (no DP guarantee).
 
 The only privaudit lines are the :class:`~privaudit.interop.DatasetReference` (which records each client trained on,
 which were held out), the :class:`~privaudit.interop.FederationRecorder` and one ``record_round`` per round. Then::
@@ -55,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="checkpoint directory to write")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--client-rate", type=float, default=0.75, help="Poisson sampling probability q of each client per round")
+    parser.add_argument("--client-rate", type=float, default=0.75, help="sampling rate q of the clients per round")
+    parser.add_argument("--sampling", choices=("poisson", "fixed-size"), default="poisson",
+                        help="poisson: each client independently with probability q; fixed-size: exactly round(q·K) clients")
     parser.add_argument("--noise", type=float, default=0.3, help="noise multiplier σ (0: no noise, no DP)")
     parser.add_argument("--clip", type=float, default=1.0, help="L2 clip C of each client's update")
     parser.add_argument("--lr", type=float, default=0.5)
@@ -85,10 +90,15 @@ def main(argv: list[str] | None = None) -> None:
     recorder = FederationRecorder(args.out, model=model, dataset=data, algorithm="dp-fedavg" if args.noise > 0 else "fedavg",
                                   seed=args.seed, overwrite=args.overwrite,
                                   local_training={"lr": args.lr, "epochs": args.epochs, "batch_size": args.batch_size, "momentum": 0.0},
-                                  config={"client_rate": args.client_rate, "noise_multiplier": args.noise, "clip": args.clip})
+                                  config={"client_rate": args.client_rate, "sampling": args.sampling, "noise_multiplier": args.noise,
+                                          "clip": args.clip})
     with recorder:
+        fixed = max(1, round(args.client_rate * args.clients))  # the number drawn each round with --sampling fixed-size
         for round_ in range(1, args.rounds + 1):
-            sampled = [k for k in range(args.clients) if torch.rand(1, generator=generator).item() < args.client_rate]
+            if args.sampling == "poisson":
+                sampled = [k for k in range(args.clients) if torch.rand(1, generator=generator).item() < args.client_rate]
+            else:
+                sampled = sorted(torch.randperm(args.clients, generator=generator)[:fixed].tolist())
             base = {k: v.detach().clone() for k, v in model.state_dict().items()}
             released, total = {}, {k: torch.zeros_like(v) for k, v in base.items()}
             for k in sampled:
@@ -102,9 +112,11 @@ def main(argv: list[str] | None = None) -> None:
             if args.noise > 0:
                 for name in base:
                     total[name] += torch.randn(base[name].shape, generator=generator) * args.noise * args.clip
-                denominator = args.client_rate * args.clients
-                events = [GaussianRelease("server", noise_multiplier=args.noise, clip=args.clip, sample_rate=args.client_rate,
-                                          sampling="poisson", level="client")]
+                poisson = args.sampling == "poisson"
+                denominator = args.client_rate * args.clients if poisson else fixed
+                events = [GaussianRelease("server", noise_multiplier=args.noise, clip=args.clip, level="client",
+                                          sample_rate=args.client_rate if poisson else fixed / args.clients,
+                                          sampling=args.sampling)]
             else:
                 denominator = max(len(sampled), 1)
                 events = [NoDP(sampled, "FedAvg without noise")] if sampled else []

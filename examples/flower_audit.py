@@ -14,7 +14,11 @@ and ``tap_mod`` in the ClientApp's mods. Then::
 ``--canary-audit m`` re-runs the same app once more with a privaudit canary mod added to the ClientApp (nothing else
 changes), into ``DIR/canary-run``, and prints the one-run audit's ε lower bounds, their ceiling and power; the result
 is written to ``DIR/canary-run/one-run.json`` (``privaudit report`` renders it). Every client holds the same number of
-records, so FedAvg's example weights are equal and the tap records the DP rounds as valid events. Seeded (``--seed``):
+records, so FedAvg's example weights are equal and the tap records the DP rounds as valid events. Flower's own ε (its
+RDP accountant, no amplification) is kept and classified by ``compute-epsilon --checkpoint``: a certified upper bound
+when every node trains (``--fraction 1``, the default), not an upper bound when fewer are sampled — and refuted with
+``--clients 10 --fraction 0.5 --noise 1 --rounds 10``, where Flower reports 19.05 and the rounds that ran have
+ε ≥ 31.27 at δ = 1e-5 (README, "Flower"). Seeded (``--seed``):
 Flower's node sampling (Python's ``random``), the model's initialisation and every client's mini-batches.
 """
 

@@ -50,3 +50,8 @@ class Terminated(BaseException):
     It unwinds like Ctrl-C's :class:`KeyboardInterrupt` (no ``except Exception`` swallows it), so the pool is shut
     down cleanly; being a class of its own, the CLI exits with SIGTERM's code 143 (128 + 15), not Ctrl-C's 130.
     """
+
+
+class OutputError(PrivauditError):
+    """Finished work could not be written: not where the user asked, nor in a temporary folder
+    (:mod:`privaudit.output_folder`). The message names the files."""

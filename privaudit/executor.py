@@ -7,7 +7,8 @@ module-level function applied to a JSON-able spec; its result must be JSON-able 
   seed and the trial's index (``numpy.random.SeedSequence``), never from worker identity or timing.
 * **Resumable.** :func:`run_trials` appends each finished trial as one JSON line to ``<out>/trials.jsonl``
   (flushed and fsynced) and, when re-run, skips the trial ids already there. A half-written last line
-  (the process was killed mid-write) is ignored and recomputed.
+  (the process was killed mid-write) is ignored and recomputed. A journal that cannot be written (a full disk)
+  moves with the finished trials to a temporary folder and the run goes on (:mod:`privaudit.output_folder`).
 * **Progress.** A progress bar (:mod:`privaudit.progress`, on stderr) counts finished trials; results come back
   in trial order.
 * **Interruptible.** A process pool stops at once on Ctrl-C, SIGTERM or a failed trial: pending trials are
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.errors import InvalidParameterError, Terminated
+from privaudit.output_folder import OutputFolder, folder_for
 from privaudit.progress import progress_bar
 
 EXECUTORS = ("in-process", "process", "ray")
@@ -106,7 +108,9 @@ class ProcessExecutor(Executor):
     name = "process"
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, int(workers or os.cpu_count() or 1))
+        if workers is not None and (isinstance(workers, bool) or int(workers) < 1):
+            raise InvalidParameterError(f"workers must be at least 1 (or None: one per core), got {workers!r}")
+        self.workers = int(workers) if workers is not None else max(1, os.cpu_count() or 1)
         self._pool: ProcessPoolExecutor | None = None
 
     def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
@@ -144,34 +148,62 @@ class ProcessExecutor(Executor):
             _stop_now(pool)
 
 
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated("terminated (SIGTERM)")
+
+
+def _take_sigterm() -> Callable[[], None] | None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread (where the default would kill the process on the
+    spot, leaving a pool's workers, semaphores and files behind); returns the function that puts the default back.
+
+    A handler someone else installed, or a pool started from another thread, is left alone (``None``).
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def give_back() -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is _raise_terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return give_back
+
+
 @contextmanager
 def _sigterm_raises_terminated() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (where the default would kill the
-    process on the spot, leaving the pool's workers and semaphores behind). A handler someone else installed, or
-    a pool run from another thread, is left alone."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise Terminated("terminated (SIGTERM)")
-
-    signal.signal(signal.SIGTERM, terminated)
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (:func:`_take_sigterm`)."""
+    give_back = _take_sigterm()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if give_back is not None:
+            give_back()
 
 
 def _stop_now(pool: ProcessPoolExecutor) -> None:
-    """Cancel what has not started, terminate the workers (they may be mid-trial) and reap them."""
+    """Cancel what has not started, terminate the workers (they may be mid-trial), reap them and the pool's thread.
+
+    A worker terminated while it wrote a result leaves half a message in the result pipe, and the pool's manager
+    thread blocked for ever reading the rest: this process holds the pipe's other write end, so no end of file comes,
+    and the interpreter then hangs at exit joining that thread. Closing this process's write end once the workers are
+    gone ends the read (the thread sees a broken pool and exits). CPython's ``concurrent.futures.process`` internals
+    (``_processes``, ``_result_queue``, ``_executor_manager_thread``), read defensively.
+    """
     workers = list((getattr(pool, "_processes", None) or {}).values())  # shutdown() forgets them
+    results = getattr(pool, "_result_queue", None)
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         if worker.is_alive():
             worker.terminate()
     for worker in workers:
         worker.join(timeout=10)
+    writer = getattr(results, "_writer", None)
+    if writer is not None:
+        with contextlib.suppress(OSError):
+            writer.close()
+    if manager is not None and manager is not threading.current_thread():
+        manager.join(timeout=10)
 
 
 def _init_worker() -> None:
@@ -217,6 +249,14 @@ def _remove_file(path: str) -> None:
         os.unlink(path)
 
 
+def _release_pool_resources(path: str | None, give_back: Callable[[], None] | None) -> None:
+    """A :class:`WorkerPool`'s own leftovers: its payload file, and SIGTERM's default handler."""
+    if path is not None:
+        _remove_file(path)
+    if give_back is not None:
+        give_back()
+
+
 def _call_in_context(fn: Callable[[Any, Any], Any], item: Any) -> Any:
     return fn(_WORKER_CONTEXT, item)
 
@@ -237,6 +277,11 @@ class WorkerPool:
     once in every worker (the federation's model and trainer). Workers are spawned (no inherited torch threads), run
     ``threads`` torch threads each (default ``cores // workers``) and stop at once, reaped, on a failed job, Ctrl-C or
     SIGTERM, as :class:`ProcessExecutor`'s do. ``setup``, ``fn`` and the items must be picklable module-level objects.
+
+    SIGTERM raises :class:`Terminated` for the pool's whole life, not only while jobs run (between a federation's
+    rounds, say): the default handler would kill this process on the spot and leave the workers' semaphores
+    ("leaked semaphore objects") and the payload file behind. The caller unwinds and closes the pool; the CLI exits
+    with 143. The default handler is back once the pool is closed.
     """
 
     def __init__(self, workers: int, setup: Callable[[Any], Any], payload: Any, *, threads: int | None = None) -> None:
@@ -247,17 +292,24 @@ class WorkerPool:
         if self.workers < 1:
             raise InvalidParameterError(f"workers must be at least 1, got {workers}")
         self.threads = int(threads) if threads is not None else threads_per_worker(self.workers)
-        # The payload (a model, every client's data) goes through a private temporary file, not the spawn pipe:
-        # CPython writes a worker's start-up arguments into a pipe whose read end it keeps open until the write ends,
-        # so a worker that dies while starting (a script without the ``__main__`` guard) leaves a payload larger than
-        # the pipe's buffer blocked forever instead of failing.
-        handle, self._payload_path = tempfile.mkstemp(prefix="privaudit-pool-", suffix=".pickle")
-        with os.fdopen(handle, "wb") as file:
-            pickle.dump(payload, file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._payload_cleanup = weakref.finalize(self, _remove_file, self._payload_path)  # also at interpreter exit
-        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker,
-            initargs=(self.threads, setup, self._payload_path))
+        give_back, path = _take_sigterm(), None
+        try:
+            # The payload (a model, every client's data) goes through a private temporary file, not the spawn pipe:
+            # CPython writes a worker's start-up arguments into a pipe whose read end it keeps open until the write
+            # ends, so a worker that dies while starting (a script without the ``__main__`` guard) leaves a payload
+            # larger than the pipe's buffer blocked forever instead of failing.
+            handle, path = tempfile.mkstemp(prefix="privaudit-pool-", suffix=".pickle")
+            with os.fdopen(handle, "wb") as file:
+                pickle.dump(payload, file, protocol=pickle.HIGHEST_PROTOCOL)
+            pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                       initializer=_init_pool_worker, initargs=(self.threads, setup, path))
+        except BaseException:  # SIGTERM, or a payload that does not pickle: nothing is left behind
+            _release_pool_resources(path, give_back)
+            raise
+        self._payload_path: str = path
+        self._pool: ProcessPoolExecutor | None = pool
+        # the payload file and SIGTERM's default go back at close, on failure, and at the latest at exit
+        self._payload_cleanup = weakref.finalize(self, _release_pool_resources, path, give_back)
 
     def map(self, fn: Callable[[Any, Any], Any], items: Sequence[Any]) -> list[Any]:
         """``[fn(context, item) for item in items]`` computed by the workers, in item order."""
@@ -369,22 +421,21 @@ def read_finished(out_dir: str | Path) -> dict[str, Any]:
     return finished
 
 
-def _terminate_partial_line(path: Path) -> None:
-    """If the file ends mid-line (a killed write), end that line so the next record starts cleanly."""
+def _terminate_partial_line(folder: OutputFolder) -> None:
+    """If the journal ends mid-line (a killed write), end that line so the next record starts cleanly."""
+    path = folder.file(TRIALS_FILE)
     if path.exists() and path.stat().st_size > 0:
         with path.open("rb") as fh:
             fh.seek(-1, os.SEEK_END)
             last = fh.read(1)
         if last != b"\n":
-            with path.open("a") as fh:
-                fh.write("\n")
+            folder.append(TRIALS_FILE, "\n")
 
 
-def _append(path: Path, trial_id: str, result: Any) -> None:
-    with path.open("a") as fh:
-        fh.write(json.dumps({"trial_id": trial_id, "result": result}, allow_nan=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+def _append(folder: OutputFolder, trial_id: str, result: Any) -> None:
+    """One finished trial, one fsynced line; a failed write moves the journal (and its folder) to a temporary
+    folder instead of losing the trials (:mod:`privaudit.output_folder`)."""
+    folder.append(TRIALS_FILE, json.dumps({"trial_id": trial_id, "result": result}, allow_nan=False) + "\n")
 
 
 def make_trials(specs: Iterable[dict[str, Any]], base_seed: int, prefix: str = "trial") -> list[Trial]:
@@ -406,20 +457,19 @@ def run_trials(
         raise InvalidParameterError("trial ids must be unique")
     executor = executor or InProcessExecutor()
     results: dict[str, Any] = {}
-    path = None
+    folder = None
     if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        path = Path(out_dir) / TRIALS_FILE
-        finished = read_finished(out_dir)
-        _terminate_partial_line(path)
+        folder = folder_for(out_dir, "trials")  # the command's output folder when it opened one
+        finished = read_finished(folder.file(TRIALS_FILE).parent)
+        _terminate_partial_line(folder)
         results.update({t.trial_id: finished[t.trial_id] for t in trials if t.trial_id in finished})
     todo = [t for t in trials if t.trial_id not in results]
     try:
         with progress_bar(label, total=len(trials), completed=len(trials) - len(todo), enabled=progress) as bar:
             for trial_id, result in executor.run(fn, todo):
                 results[trial_id] = result
-                if path is not None:
-                    _append(path, trial_id, result)
+                if folder is not None:
+                    _append(folder, trial_id, result)
                 bar.advance()
     finally:
         executor.close()

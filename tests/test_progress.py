@@ -67,3 +67,43 @@ def test_messages_are_printed_even_when_the_bars_are_disabled():
         bars.print("FAIL cell 3")
     assert "FAIL cell 3" in buf.getvalue()
 
+
+
+def _pipe() -> tuple[Console, io.StringIO]:
+    """A console that is not a terminal: a log file, a pipe, `make demo > log`."""
+    buf = io.StringIO()
+    return Console(file=buf, width=80, color_system=None), buf
+
+
+def test_a_console_that_is_not_a_terminal_gets_a_line_at_every_tenth():
+    # rich draws a bar only on a terminal: before issue 24 a long step printed nothing at all into a log
+    console, buf = _pipe()
+    with progress_bar("trials", total=40, console=console) as bar:
+        for i in range(40):
+            bar.advance(status=f"trial {i}")
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "trials: 0/40" and lines[-1] == "trials: 40/40 (trial 39)"
+    assert [line.split(" ")[1] for line in lines] == [f"{k}/40" for k in (0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40)]
+
+
+def test_line_progress_small_and_unknown_totals_and_resumed_bars():
+    console, buf = _pipe()
+    with progress_bars(console=console) as bars:
+        small = bars.add("rounds", total=3, completed=1)  # resumed: one round already done
+        unknown = bars.add("images", total=None)
+        for _ in range(2):
+            small.advance()
+        for _ in range(5):
+            unknown.advance()
+        small.describe("rounds (done)")
+    assert buf.getvalue().splitlines() == ["rounds: 1/3", "images: 0", "rounds: 2/3", "rounds: 3/3", "images: 1",
+                                           "images: 2", "images: 4", "images: 5"]  # the last state once, at the end
+
+
+def test_step_prints_one_line_unless_disabled():
+    from privaudit.progress import step
+
+    console, buf = _pipe()
+    step("claim · reading: analysing", console=console)
+    step("never shown", enabled=False, console=console)
+    assert buf.getvalue() == "claim · reading: analysing\n"

@@ -45,6 +45,7 @@ from privaudit.errors import InvalidParameterError
 
 from .analytic import AnalyticAttack, AnalyticConfig
 from .client_simulation import ClientSimulator
+from .convergence import finite_loss
 from .fedreg_forward import FedRegLocalTraining
 from .functional_model import FunctionalModel
 from .inverting_gradients import (
@@ -54,6 +55,7 @@ from .inverting_gradients import (
     descent_step,
     step_milestones,
 )
+from .limits import MAX_ITERATIONS, count, finite
 from .objectives import total_variation
 from .smooth_activation import annealed_temperature, smoothed_copy
 from .threat_model import InversionPayload, InversionResult
@@ -101,8 +103,7 @@ class AdaptiveMGConfig(InvertingGradientsConfig):
         super().__post_init__()
         if self.start not in STARTS:
             raise InvalidParameterError(f"unknown start {self.start!r}; choose one of: {', '.join(STARTS)}")
-        if not self.smooth_temperature >= 0:
-            raise InvalidParameterError(f"smooth_temperature must be non-negative, got {self.smooth_temperature}")
+        finite("smooth_temperature", self.smooth_temperature, positive=False)
         if not 0.0 < self.smooth_fraction <= 1.0:
             raise InvalidParameterError(f"smooth_fraction must lie in (0, 1], got {self.smooth_fraction}")
         tuned = self.start != "random" or self.smooth_temperature > 0 or self.keep_best_iterate
@@ -111,8 +112,10 @@ class AdaptiveMGConfig(InvertingGradientsConfig):
                                         "combine with the BatchNorm prior (bn_stats)")
         if not 0.0 <= self.gamma <= 1.0:
             raise InvalidParameterError(f"FedReg γ must lie in [0, 1], got {self.gamma}")
-        if self.fgsm_steps < 0 or self.pseudo_step < 0:
-            raise InvalidParameterError("FedReg FGSM steps and step size must be non-negative")
+        count("FedReg fgsm_steps", self.fgsm_steps, 0, MAX_ITERATIONS)
+        finite("FedReg pseudo_step", self.pseudo_step, positive=False)
+        if self.perturb_step is not None:
+            finite("FedReg perturb_step", self.perturb_step, positive=False)
         if self.fgsm_gradient not in ("straight-through", "identity"):
             raise InvalidParameterError(
                 f"unknown FGSM gradient {self.fgsm_gradient!r}; choose straight-through or identity"
@@ -203,7 +206,9 @@ class AdaptiveMGAttack(InvertingGradientsAttack):
             optimizer = torch.optim.Adam([x], lr=cfg.lr)
             scheduler = (torch.optim.lr_scheduler.MultiStepLR(optimizer, step_milestones(cfg.iterations), gamma=0.1)
                          if cfg.lr_schedule else None)
-            trace: list[float] = []
+            # the trace starts with the exact matching loss (under continuation the loop's values are the surrogate's), the
+            # reference the optimisation's status is judged against (attacks.inversion.convergence)
+            trace: list[float] = [] if temperature is None else [exact_loss(x)]
             kept: tuple[float, torch.Tensor, int] | None = None
             for iteration in range(cfg.iterations):
                 tau = annealed_temperature(cfg.smooth_temperature, iteration, anneal)
@@ -216,15 +221,15 @@ class AdaptiveMGAttack(InvertingGradientsAttack):
                 if cfg.keep_best_iterate and tau == 0 and (kept is None or float(matching.detach()) < kept[0]):
                     kept = (float(matching.detach()), x.detach().clone(), iteration)
                 descent_step(x, grad, optimizer, scheduler, box, signed=cfg.signed)
-                if iteration % cfg.trace_every == 0:
+                if iteration % cfg.trace_every == 0 and (iteration > 0 or temperature is None):
                     trace.append(float(matching.detach()))
             final = exact_loss(x)
             trace.append(final)
             chosen = (final, x.detach().clone(), cfg.iterations)
-            if kept is not None and kept[0] < final:
+            if kept is not None and kept[0] < finite_loss(final):
                 chosen = kept
             restart_losses.append(chosen[0])
-            if best is None or chosen[0] < best[0]:
+            if best is None or finite_loss(chosen[0]) < finite_loss(best[0]):  # a diverged restart never wins
                 best = (chosen[0], chosen[1], trace, chosen[2])
         assert best is not None
         notes = {

@@ -41,6 +41,7 @@ from privaudit.errors import InvalidParameterError
 from .base import InversionAttack
 from .functional_model import FunctionalModel
 from .labels import labels_or_reason, probe_pair
+from .limits import finite
 from .model_probe import LayerCall, capture_layer_input, trace_parameterised_layers
 from .threat_model import InversionPayload, InversionResult
 
@@ -58,8 +59,7 @@ class AnalyticConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.row_threshold < 1:
             raise InvalidParameterError(f"row_threshold must lie in [0, 1), got {self.row_threshold}")
-        if not self.match_tolerance > 0:
-            raise InvalidParameterError(f"match_tolerance must be positive, got {self.match_tolerance}")
+        finite("match_tolerance", self.match_tolerance, positive=True)
 
 
 @dataclass(frozen=True)

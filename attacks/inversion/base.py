@@ -1,7 +1,8 @@
 """The one interface every inversion attack implements.
 
 An attack is built from a frozen configuration dataclass and a device; ``reconstruct(payload, seed=…)``
-returns an :class:`~attacks.inversion.threat_model.InversionResult`. The payload is the whole threat
+returns an :class:`~attacks.inversion.threat_model.InversionResult` with the status of its optimisation
+(:mod:`attacks.inversion.convergence`). The payload is the whole threat
 model (breaching's ``reconstruct(server_payload, shared_data)`` boundary, reduced): the attack sees
 nothing else. All randomness comes from a ``torch.Generator`` seeded with ``seed``.
 """
@@ -17,6 +18,7 @@ import torch
 
 from privaudit.errors import InvalidParameterError
 
+from .convergence import optimisation_status
 from .functional_model import FunctionalModel
 from .threat_model import InversionPayload, InversionResult
 
@@ -66,6 +68,7 @@ class InversionAttack(ABC):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         result.seconds = time.perf_counter() - start
+        result.status, result.status_reason = optimisation_status(result.loss_trace, result.matching_loss, result.images)
         result.settings = {
             "attack": self.name,
             "config": config_record(self.config),

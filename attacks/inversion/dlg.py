@@ -47,6 +47,7 @@ from .functional_model import FunctionalModel, one_hot
 from .inverting_gradients import check_update_kind, prepare_target
 from .labels import infer_labels, uniform_in_box
 from .lbfgs_descent import LBFGSSettings, descend_with_fresh_starts
+from .limits import MAX_EVALUATIONS, MAX_ITERATIONS, count, finite
 from .objectives import get_distance
 from .threat_model import InversionPayload, InversionResult
 
@@ -70,12 +71,13 @@ class DLGConfig:
     precision: str = "float32"
     clamp_final: bool = True
 
-    def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise InvalidParameterError(f"DLG steps must be at least 1, got {self.steps}")
+    def __post_init__(self) -> None:  # ranges: attacks.inversion.limits
+        count("DLG steps", self.steps, 1, MAX_ITERATIONS)
         self.lbfgs()  # validates the optimiser's settings
-        if self.solved_relative_loss < 0:
-            raise InvalidParameterError("DLG solved_relative_loss must be non-negative")
+        if self.steps * self.max_inner_iterations > MAX_EVALUATIONS:
+            raise InvalidParameterError(f"DLG steps × max_inner_iterations must be at most {MAX_EVALUATIONS:,} matching-loss "
+                                        f"evaluations, got {self.steps} × {self.max_inner_iterations}")
+        finite("DLG solved_relative_loss", self.solved_relative_loss, positive=False)
         if self.label_strategy not in LABEL_STRATEGIES:
             raise InvalidParameterError(
                 f"unknown DLG label strategy {self.label_strategy!r}; choose {', '.join(LABEL_STRATEGIES)}"

@@ -28,7 +28,6 @@ restart) pair a lane (:mod:`attacks.inversion.batched`); each lane follows its o
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,8 +40,10 @@ from privaudit.errors import InvalidParameterError
 from .base import InversionAttack, config_record, make_generator
 from .bn_prior import BN_STATS_SOURCES, BatchNormTarget, bn_prior, bn_target
 from .client_simulation import ClientSimulator, plain_simulator
+from .convergence import finite_loss, optimisation_status
 from .functional_model import FunctionalModel, one_hot
 from .labels import infer_labels
+from .limits import MAX_ITERATIONS, MAX_RESTARTS, count, finite, learning_rate
 from .objectives import Distance, get_distance, total_variation
 from .threat_model import InversionPayload, InversionResult
 
@@ -68,18 +69,26 @@ class InvertingGradientsConfig:
     # iterations: none 13.49, α 0.01 16.07, α 0.1 26.89. images, 200 iterations: none 10.76, α 0.1 11.18, α 1 9.53.
     bn_weight: float = 0.1
 
-    def __post_init__(self) -> None:
-        if self.iterations < 1 or self.restarts < 1:
-            raise InvalidParameterError("iterations and restarts must be at least 1")
+    def __post_init__(self) -> None:  # ranges: attacks.inversion.limits
+        count("iterations", self.iterations, 1, MAX_ITERATIONS)
+        count("restarts", self.restarts, 1, MAX_RESTARTS)
         if self.bn_stats is not None and self.bn_stats not in BN_STATS_SOURCES:
             raise InvalidParameterError(f"unknown bn_stats {self.bn_stats!r}; choose one of: {', '.join(BN_STATS_SOURCES)}")
-        if not (self.bn_weight > 0 and math.isfinite(self.bn_weight)):
-            raise InvalidParameterError(f"bn_weight must be positive and finite, got {self.bn_weight}")
-        if not self.lr > 0 or self.tv_weight < 0:
-            raise InvalidParameterError("lr must be positive and tv_weight non-negative")
+        finite("bn_weight", self.bn_weight, positive=True)
+        learning_rate("lr", self.lr)
+        finite("tv_weight", self.tv_weight, positive=False)
         get_distance(self.distance)
-        if self.trace_every < 1:
-            raise InvalidParameterError(f"trace_every must be at least 1, got {self.trace_every}")
+        count("trace_every", self.trace_every, 1, MAX_ITERATIONS)
+        for name in ("signed", "boxed", "lr_schedule"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidParameterError(f"{name} must be true or false, got {getattr(self, name)!r}")
+
+
+def optimizer_record(cfg: InvertingGradientsConfig) -> dict[str, Any]:
+    """The optimiser as it runs (torch.optim.Adam on the signed or plain gradient, MultiStepLR, box projection)."""
+    return {"name": "Adam", "gradient": "signed" if cfg.signed else "plain", "lr": cfg.lr, "iterations": cfg.iterations,
+            "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [], "lr_gamma": 0.1 if cfg.lr_schedule else None,
+            "box_projection": cfg.boxed, "restarts": cfg.restarts, "precision": cfg.precision}
 
 
 def step_milestones(iterations: int) -> list[int]:
@@ -231,7 +240,7 @@ class InvertingGradientsAttack(InversionAttack):
     def _lane_result(self, prepared, lanes, simulator: ClientSimulator, seconds: float, batch_record: dict[str, Any]) -> InversionResult:
         """The result ``reconstruct`` would return, from one attack's lanes (the best restart, first on ties)."""
         cfg: InvertingGradientsConfig = self.config
-        best = min(range(len(lanes)), key=lambda r: (lanes[r].matching_loss, r))
+        best = min(range(len(lanes)), key=lambda r: (finite_loss(lanes[r].matching_loss), r))
         payload, model = prepared.payload, prepared.model
         result = InversionResult(
             attack=self.name,
@@ -242,6 +251,7 @@ class InvertingGradientsAttack(InversionAttack):
             loss_trace=lanes[best].trace,
         )
         result.seconds = seconds
+        result.status, result.status_reason = optimisation_status(result.loss_trace, result.matching_loss, result.images)
         result.settings = {
             "attack": self.name,
             "config": config_record(cfg),
@@ -256,6 +266,7 @@ class InvertingGradientsAttack(InversionAttack):
             "client_model": simulator.describe(),
             "restart_matching_losses": [lane.matching_loss for lane in lanes],
             "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
+            "optimizer": optimizer_record(cfg),
             **self._bn_record(prepared.bn_target),
             "batched": batch_record,
         }
@@ -286,6 +297,7 @@ class InvertingGradientsAttack(InversionAttack):
             "client_model": simulator.describe(),
             "restart_matching_losses": restart_losses,
             "lr_milestones": step_milestones(cfg.iterations) if cfg.lr_schedule else [],
+            "optimizer": optimizer_record(cfg),
         }
 
     def _run(self, payload: InversionPayload, model: FunctionalModel, generator: torch.Generator) -> InversionResult:
@@ -324,7 +336,7 @@ class InvertingGradientsAttack(InversionAttack):
             final = float(self.matching_loss(simulator, model, x, targets, target_update, distance).detach())
             trace.append(final)
             restart_losses.append(final)
-            if best is None or final < best[0]:
+            if best is None or finite_loss(final) < finite_loss(best[0]):  # a diverged restart never beats a finite one
                 best = (final, x.detach().clone(), trace)
         assert best is not None
         notes = {**self.restart_notes(rule, simulator, restart_losses), **self._bn_record(bn)}

@@ -28,6 +28,8 @@ import torch
 
 from privaudit.errors import InvalidParameterError
 
+from .limits import MAX_ITERATIONS, count, finite, learning_rate
+
 
 @dataclass(frozen=True)
 class LBFGSSettings:
@@ -41,15 +43,16 @@ class LBFGSSettings:
     tolerance_change: float = 1e-9
     patience: int | None = 25
 
-    def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise InvalidParameterError(f"L-BFGS lr must be positive, got {self.lr}")
-        if self.max_iter < 1 or self.history_size < 1:
-            raise InvalidParameterError("L-BFGS inner iterations and history size must be at least 1")
-        if self.tolerance_grad < 0 or self.tolerance_change < 0:
-            raise InvalidParameterError("L-BFGS tolerances must be non-negative")
-        if self.patience is not None and self.patience < 1:
-            raise InvalidParameterError(f"patience must be at least 1 outer step (or None), got {self.patience}")
+    def __post_init__(self) -> None:  # ranges: attacks.inversion.limits
+        learning_rate("L-BFGS lr", self.lr)
+        count("L-BFGS inner iterations (max_inner_iterations)", self.max_iter, 1, MAX_ITERATIONS)
+        count("L-BFGS history size", self.history_size, 1, MAX_ITERATIONS)
+        finite("L-BFGS tolerance_grad", self.tolerance_grad, positive=False)
+        finite("L-BFGS tolerance_change", self.tolerance_change, positive=False)
+        if self.patience is not None:
+            count("patience (outer steps, or none)", self.patience, 1, MAX_ITERATIONS)
+        if not isinstance(self.line_search, bool):
+            raise InvalidParameterError(f"line_search must be true or false, got {self.line_search!r}")
 
     def optimizer(self, variables: list[torch.Tensor]) -> torch.optim.LBFGS:
         return torch.optim.LBFGS(

@@ -208,6 +208,8 @@ class InversionResult:
     the labels the attack used or inferred (``None`` when it has none). ``matching_loss`` is the final
     distance between the simulated and the released update (attack-specific; ``None`` for analytic
     attacks). ``settings`` holds the attack configuration, the threat-model record and any attack notes.
+    ``status`` says whether the attack's optimisation did its job (``ok``, ``diverged``, ``no-progress`` or
+    ``closed-form``; :mod:`attacks.inversion.convergence`), ``status_reason`` why not.
     """
 
     attack: str
@@ -217,6 +219,8 @@ class InversionResult:
     matching_loss: float | None = None
     loss_trace: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    status: str = "closed-form"
+    status_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly summary (tensors become shapes and label lists; infinities become strings)."""
@@ -227,7 +231,9 @@ class InversionResult:
             "matching_loss": _finite_or_str(self.matching_loss),
             "loss_trace": [_finite_or_str(v) for v in self.loss_trace],
             "seconds": self.seconds,
-            "settings": self.settings,
+            "status": self.status,
+            "status_reason": self.status_reason,
+            "settings": _finite_or_str_within(self.settings),  # a diverged restart's NaN loss, e.g.
         }
 
 
@@ -235,3 +241,14 @@ def _finite_or_str(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
     return str(value)
+
+
+def _finite_or_str_within(value: Any) -> Any:
+    """``value`` with every non-finite float inside it (dicts, lists, tuples) as its string."""
+    if isinstance(value, float):
+        return _finite_or_str(value)
+    if isinstance(value, dict):
+        return {k: _finite_or_str_within(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_str_within(v) for v in value]
+    return value

@@ -8,6 +8,7 @@ that were not, and a larger score always means "member". Nothing here computes Î
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,10 +90,11 @@ class MembershipScores:
 
     def save_npz(self, path: str | Path) -> Path:
         """Write ``in_scores`` and ``out_scores`` to an ``.npz`` file (``meta`` goes to the result JSON)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, in_scores=self.in_scores, out_scores=self.out_scores)
-        return path
+        from privaudit.output_folder import write_file
+
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, in_scores=self.in_scores, out_scores=self.out_scores)
+        return write_file(path, buffer.getvalue())  # atomically; a failure names the file
 
     @classmethod
     def load_npz(cls, path: str | Path, meta: Mapping[str, Any] | None = None) -> MembershipScores:

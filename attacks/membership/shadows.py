@@ -27,6 +27,7 @@ import numpy as np
 
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import folder_for
 
 from .examples import MembershipExamples, dataset_pool
 from .signals import logit_scaled_confidence
@@ -168,7 +169,8 @@ def guard_out_dir(out_dir: str | Path | None, digest: str) -> None:
     """Record the design in ``out_dir``; refuse a directory that holds shadows of another design."""
     if out_dir is None:
         return
-    path = Path(out_dir) / DESIGN_FILE
+    folder = folder_for(out_dir, "lira-shadows")  # the command's --out when it opened one (privaudit.output_folder)
+    path = folder.file(DESIGN_FILE)
     if path.exists():
         try:
             recorded = json.loads(path.read_text(encoding="utf-8")).get("digest")
@@ -178,5 +180,4 @@ def guard_out_dir(out_dir: str | Path | None, digest: str) -> None:
         if recorded != digest:
             raise InvalidParameterError(f"{out_dir} holds shadow models of another target or design; choose an empty directory")
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"digest": digest}) + "\n")
+    folder.save(DESIGN_FILE, json.dumps({"digest": digest}) + "\n")  # a failed write names the file and moves the folder

@@ -7,7 +7,8 @@ earlier one did not (unsupported, failed numerically, declined by its resource l
 needs no third-party import (prv-accountant costs ~1 s to import). ``prv`` and dp-accounting's ``pld`` pay a
 discretisation per distinct mechanism and are skipped beyond :data:`MAX_DISTINCT_FOR_NUMERICAL` of them;
 ``prv`` is also skipped when ε is tiny (below :data:`PRV_MIN_EPSILON` by RDP), where its error floor of 1e-3
-would make it loose. All of them share one time budget (:mod:`privaudit.accounting.limits`).
+would make it loose. All of them share one work budget (:mod:`privaudit.accounting.limits`): which accountant
+answers depends on the inputs and the limits, never on the machine's load.
 ``compare`` runs several accountants side by side and flags disagreements beyond their own error bounds.
 """
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
 from privaudit.accounting.ctd import CtdAccountant
 from privaudit.accounting.gdp import GdpAccountant
-from privaudit.accounting.limits import Deadline, ResourceRefusal, default_limits, scoped_limits
+from privaudit.accounting.limits import ResourceRefusal, shared_work
 from privaudit.accounting.mechanisms import Composition
 from privaudit.accounting.pld import PldAccountant
 from privaudit.accounting.prv import PrvAccountant
@@ -114,9 +115,12 @@ class DefaultAccountant(Accountant):
         return None
 
     def _first(self, composition: Composition, call, delta: float | None = None):
-        """The first accountant's answer; all of them share one time budget (the last one, rdp, is fast)."""
+        """The first accountant's answer; all of them share one work budget (the last one, rdp, is fast)."""
+        with shared_work():
+            return self._first_within_budget(composition, call, delta)
+
+    def _first_within_budget(self, composition: Composition, call, delta: float | None):
         declined: dict[str, str] = {}
-        deadline = Deadline(default_limits().seconds, "the default accountant chain")
         for accountant in self.chain:
             reason = accountant.unsupported_reason(composition)
             if reason is None:
@@ -125,8 +129,7 @@ class DefaultAccountant(Accountant):
                 declined[accountant.name] = reason if reason.startswith("skipped") else f"unsupported: {reason}"
                 continue
             try:
-                with scoped_limits(seconds=deadline.seconds - deadline.elapsed):
-                    result = call(accountant)
+                result = call(accountant)
             except NumericalFailure as exc:
                 declined[accountant.name] = f"{'declined' if isinstance(exc, ResourceRefusal) else 'failed'}: {exc}"
                 continue

@@ -13,8 +13,9 @@ Strategy (bracket from the target, then a safeguarded root search):
    returns σ whose PLD ε exceeds the target at small q).
 
 With ``accountant="auto"`` the probes use ``ctd`` first (milliseconds per probe at any σ, tight, resource
-guarded), then prv → pld → rdp where ctd does not apply. The whole calibration shares one time budget
-(:mod:`privaudit.accounting.limits`). The approximate ``gdp`` accountant is refused: it is not a bound.
+guarded), then prv → pld → rdp where ctd does not apply. The whole calibration shares one work budget
+(:mod:`privaudit.accounting.limits`: counted from the inputs, so the answer never depends on the machine's load).
+The approximate ``gdp`` accountant is refused: it is not a bound.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from privaudit.accounting.accountants import DefaultAccountant, get_accountant
 from privaudit.accounting.base import Accountant, EpsilonResult, check_delta
-from privaudit.accounting.limits import Deadline, default_limits, scoped_limits
+from privaudit.accounting.limits import shared_work
 from privaudit.accounting.mechanisms import Composition
 from privaudit.errors import InvalidParameterError, NumericalFailure
 
@@ -79,8 +80,13 @@ def calibrate_noise(
     if acct.approximate:
         raise InvalidParameterError(f"the {acct.name} accountant is an approximation, never used for calibration")
     acct = _single_pass(acct, target)
-    limits = default_limits()
-    deadline = Deadline(limits.seconds, f"calibrating σ for ε = {target:g}")
+    with shared_work():  # every probe's work counts against one budget
+        return _search(make_composition, target, delta, acct, rtol)
+
+
+def _search(make_composition: Callable[[float], Composition], target: float, delta: float, acct: Accountant,
+            rtol: float) -> Calibration:
+    """Steps 1–3 of the module docstring."""
     evaluations = 0
     results: dict[float, EpsilonResult] = {}
 
@@ -88,9 +94,7 @@ def calibrate_noise(
         nonlocal evaluations
         if sigma not in results:
             evaluations += 1
-            deadline.check()
-            with scoped_limits(seconds=deadline.seconds - deadline.elapsed):
-                results[sigma] = acct.epsilon(make_composition(sigma), delta)
+            results[sigma] = acct.epsilon(make_composition(sigma), delta)
         return results[sigma].epsilon - target
 
     # 1. bracket from σ = 1 by factors of 4

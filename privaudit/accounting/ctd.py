@@ -85,7 +85,7 @@ from scipy import special
 
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
 from privaudit.accounting.gaussian import gaussian_delta, gaussian_epsilon
-from privaudit.accounting.limits import Deadline, Limits, ResourceRefusal, default_limits
+from privaudit.accounting.limits import Limits, ResourceRefusal, default_limits, shared_work
 from privaudit.accounting.mechanisms import (
     Composition,
     Gaussian,
@@ -110,9 +110,10 @@ MAX_DISTINCT = 2048
 _BUCKET_RATIOS = (1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2)
 _MAX_GRID = 1 << 24
 _BYTES_PER_BIN = 80.0  # discretisation work arrays per (mechanism, cell)
-_SECONDS_PER_BIN = 2e-8  # per cell of the full support (thin tails are merged, so most cells cost 1/64)
+# Work (privaudit.accounting.limits: operations of the cost model, 1e9 per unit), counted before it is done:
+_OPERATIONS_PER_BIN = 20.0  # per cell of the full support (thin tails are merged, so most cells cost 1/64)
 _CHUNK_CELLS = 2_000_000  # Gaussians are discretised in chunks of at most this many cells
-_SECONDS_PER_FFT_POINT = 2e-9  # per point and log2(N) of a forward transform (measured ≈ 5e-10 on 2 cores)
+_OPERATIONS_PER_FFT_POINT = 2.0  # per point and log2(N) of a forward transform (≈ 0.5 ns measured on 2 cores)
 _CHUNK_BYTES = 48e6
 _HERMITE = np.polynomial.hermite_e.hermegauss(48)
 
@@ -475,7 +476,7 @@ class _Composed:
     h: float
 
 
-def _compose(pmfs: _Pmfs, h: float, lam_guess: float, delta_tail: float, limits: Limits, deadline: Deadline) -> _Composed:
+def _compose(pmfs: _Pmfs, h: float, lam_guess: float, delta_tail: float, limits: Limits) -> _Composed:
     """Compose by FFT on a window whose upper tail is bounded by ``delta_tail`` (Chernoff, exact MGF)."""
     inf_total = -math.expm1(float(np.sum(pmfs.counts * np.log1p(-np.minimum(pmfs.inf_mass, 1.0 - 1e-16)))))
     lams = np.unique(np.concatenate([lam_guess * np.array([0.25, 0.5, 1.0, 2.0, 4.0]), [1.0]]))
@@ -492,8 +493,7 @@ def _compose(pmfs: _Pmfs, h: float, lam_guess: float, delta_tail: float, limits:
     if n > _MAX_GRID:
         raise ResourceRefusal(f"the composed loss needs a grid of {n:.3g} points at h = {h:.3g} (limit {_MAX_GRID:.3g})")
     limits.check_memory("the composed privacy-loss grid", 48.0 * n)
-    limits.check_time("composing the privacy-loss distributions",
-                      pmfs.size * n * math.log2(max(n, 2)) * _SECONDS_PER_FFT_POINT + deadline.elapsed)
+    limits.charge("composing the privacy-loss distributions", pmfs.size * n * math.log2(max(n, 2)) * _OPERATIONS_PER_FFT_POINT)
     top = (j_lo + n - 1) * h  # the window's actual top (≥ upper): Chernoff bound on the mass above it
     tail = math.exp(min(0.0, float(np.min(up - lams * top))))
     spectrum = np.zeros(n // 2 + 1, dtype=complex)  # Σ count·log φ for mechanisms used more than once
@@ -511,7 +511,6 @@ def _compose(pmfs: _Pmfs, h: float, lam_guess: float, delta_tail: float, limits:
     mech, jj, pp = new_id[order], pmfs.j[order], pmfs.p[order]
     bounds = np.searchsorted(mech, np.arange(0, pmfs.size + rows, rows))
     for c, start in enumerate(range(0, pmfs.size, rows)):
-        deadline.check()
         stop = min(start + rows, pmfs.size)
         sel = slice(bounds[c], bounds[c + 1])
         flat = (mech[sel] - start) * n + np.mod(jj[sel], n)
@@ -684,7 +683,7 @@ class CtdAccountant(Accountant):
         h = math.sqrt(8.0 * self.rtol * variance / max(steps, 1.0))
         return max(min(h, scale / 200.0), 1e-10), lam
 
-    def _pmfs(self, plan: _Plan, h: float, delta: float, remove: bool, cells: np.ndarray, deadline: Deadline) -> _Pmfs:
+    def _pmfs(self, plan: _Plan, h: float, delta: float, remove: bool, cells: np.ndarray) -> _Pmfs:
         """The discretised pmfs, Gaussians in chunks of at most ``_CHUNK_CELLS`` cells (bounded working memory)."""
         total = float(plan.counts.sum() + sum(c for _, c in plan.pure + plan.laplace))
         tau = delta * TAIL_SHARE / 2.0 / max(total, 1.0)
@@ -693,7 +692,6 @@ class CtdAccountant(Accountant):
         for stop in [*np.unique(np.clip(bounds + 1, 1, plan.s.size)).tolist(), plan.s.size]:
             if stop <= start:
                 continue
-            deadline.check()
             chunk = _gaussian_pmfs(plan.s[start:stop], plan.q[start:stop], plan.kind[start:stop], plan.counts[start:stop], h,
                                    tau, remove)
             chunk.mech += start
@@ -736,25 +734,24 @@ class CtdAccountant(Accountant):
         span = np.where(plan.kind == PAIR_SYMMETRISED, 2.0 * top, span)
         span = np.where(plan.kind == PAIR_REPLACE, 2.0 * _replace_loss_of_u(plan.s + z, plan.s, plan.q), span)
         cells = span / h + 4.0
-        return np.where(np.isfinite(cells), cells, np.inf)  # an overflowed span (σ → 0) is refused by the time guard
+        return np.where(np.isfinite(cells), cells, np.inf)  # an overflowed span (σ → 0) is refused by the work guard
 
     def _composed(self, composition: Composition, delta: float) -> tuple[list[_Composed], dict, list[str]]:
         limits = self.limits
-        deadline = Deadline(limits.seconds, "the ctd accountant")
         plan = self._plan(composition)
         h, lam = self._grid(plan, delta)
         cells = self._cells(plan, h, delta)
         extra = sum(2 * eps / h + 4 for eps, _ in plan.pure + plan.laplace)
         limits.check_memory("discretising the pure/Laplace releases", extra * _BYTES_PER_BIN)
-        limits.check_time("discretising the privacy-loss distributions", (float(cells.sum()) + extra) * _SECONDS_PER_BIN)
         # symmetric pairs (plain Gaussians, replace-one pairs, Laplace, pure) need one direction
         symmetric = not np.any((plan.kind == PAIR_ADD_REMOVE) & (plan.q < 1.0))
         directions = (True,) if symmetric else (True, False)
         out = []
-        for remove in directions:
-            deadline.check()
-            pmfs = self._pmfs(plan, h, delta, remove, cells, deadline)
-            out.append(_compose(pmfs, h, lam, delta * TAIL_SHARE / 2.0, limits, deadline))
+        with shared_work():  # both directions' discretisations and transforms count against one budget
+            for remove in directions:
+                limits.charge("discretising the privacy-loss distributions", (float(cells.sum()) + extra) * _OPERATIONS_PER_BIN)
+                pmfs = self._pmfs(plan, h, delta, remove, cells)
+                out.append(_compose(pmfs, h, lam, delta * TAIL_SHARE / 2.0, limits))
         details = {"value_discretization_interval": h, "grid_points": max(c.grid for c in out),
                    "distinct_mechanisms": int(plan.s.size + len(plan.pure) + len(plan.laplace)),
                    "tail_delta": max(c.extra for c in out)}

@@ -11,7 +11,8 @@ Two rules are enforced here rather than left to callers:
 * the summary of a federation is ``max`` over clients (with the mean beside it) — never ε evaluated
   at the mean client (the Upcycled-FL ε̄ mistake, audit point U8);
 * an event marked ``valid=False`` (for example noise scaled by an unprivatised, data-dependent clip
-  norm, audit point P2) makes that client's ε *not valid*: it is reported, never silently used.
+  norm, audit point P2) makes that client's ε *not valid*: it is reported with the event's reason, and the
+  summary never states a DP guarantee for that client (``guarantee`` ``"invalid"``), never silently used.
 """
 
 from __future__ import annotations
@@ -125,20 +126,31 @@ class ClientEpsilon:
     assumptions: tuple[str, ...]
     valid: bool
     accountant: str
+    #: why the client's invalid events are invalid: (reason, rounds) per distinct reason, in order of first round
+    failures: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def over_budget(self) -> bool:
         return self.budget is not None and self.epsilon > self.budget * (1 + 1e-9)
 
+    @property
+    def guarantee(self) -> str:
+        """``"none"`` (ε = ∞), ``"invalid"`` (ε rests on assumptions the ledger marks failed: no guarantee is
+        established) or ``"dp"``."""
+        if math.isinf(self.epsilon):
+            return "none"
+        return "dp" if self.valid else "invalid"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
-            "guarantee": "none" if math.isinf(self.epsilon) else "dp",
+            "guarantee": self.guarantee,
             "budget": self.budget,
             "rounds": self.rounds,
             "steps": self.steps,
             "assumptions": list(self.assumptions),
             "valid": self.valid,
+            "failures": [{"reason": reason, "rounds": list(rounds)} for reason, rounds in self.failures],
             "over_budget": self.over_budget,
             "accountant": self.accountant,
         }
@@ -167,14 +179,24 @@ class LedgerSummary:
 
     @property
     def guarantee(self) -> str:
-        """``"dp"`` when every client's ε is finite, ``"none"`` when some client has no DP guarantee (ε = ∞)."""
-        return "none" if math.isinf(self.max_epsilon) else "dp"
+        """``"dp"`` when every client's ε is finite and rests on valid events, ``"none"`` when some client has no DP
+        guarantee (ε = ∞), ``"invalid"`` when some client's ε rests on events the ledger marks invalid (no guarantee
+        is established: the ε is what the mechanism would give *if* the failed assumptions held)."""
+        if math.isinf(self.max_epsilon):
+            return "none"
+        return "dp" if self.all_valid else "invalid"
 
     @property
     def statement(self) -> str:
+        n = len(self.per_client)
         if self.guarantee == "none":
             bad = sum(1 for c in self.per_client.values() if math.isinf(c.epsilon))
-            return f"{NO_GUARANTEE} for {bad} of {len(self.per_client)} client(s)"
+            return f"{NO_GUARANTEE} for {bad} of {n} client(s)"
+        if self.guarantee == "invalid":
+            bad = [c for c in self.per_client.values() if not c.valid]
+            first = next((reason for c in bad for reason, _ in c.failures), "an event is marked invalid")
+            return (f"no DP guarantee established for {len(bad)} of {n} client(s): their ε rests on assumptions that fail "
+                    f"({first}); ε = {self.max_epsilon:.6g} holds only if they held")
         return f"({self.max_epsilon:.6g}, {self.delta:g})-DP for every client (max over clients)"
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,6 +287,7 @@ class PrivacyLedger:
             assumptions=tuple(dict.fromkeys(a for e in events for a in e.assumptions)),
             valid=all(e.valid for e in events),
             accountant=answered,
+            failures=_failures(events),
         )
 
     def summary(self, delta: float, accountant: str = "rdp") -> LedgerSummary:
@@ -370,6 +393,15 @@ class PrivacyLedger:
         except (OSError, json.JSONDecodeError) as exc:
             raise InvalidParameterError(f"cannot read ledger {path}: {exc}") from None
         return cls.from_dict(data)
+
+
+def _failures(events: Iterable[PrivacyEvent]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(reason, rounds) of the invalid events, one entry per distinct reason (an event without a note says so)."""
+    rounds: dict[str, list[int]] = {}
+    for event in events:
+        if not event.valid:
+            rounds.setdefault(event.note or "marked invalid (no reason recorded)", []).append(event.round)
+    return tuple((reason, tuple(sorted(set(r)))) for reason, r in rounds.items())
 
 
 def _resolve(accountant):

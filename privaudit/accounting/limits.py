@@ -1,36 +1,57 @@
-"""Resource limits for the numerical accountants: estimate first, then run or decline in one line.
+"""Resource limits for the numerical accountants: count the work first, then run or decline in one line.
 
-Every numerical accountant (``ctd``, ``pld``, ``prv``) estimates the size of its grid, the memory it will hold
-and the time it will take *before* it starts, and declines with :class:`ResourceRefusal` (a
-:class:`~privaudit.errors.NumericalFailure`, so ``auto`` falls back to the next accountant) when an estimate
-exceeds the limits. Accountants that run in privaudit's own code also check a :class:`Deadline` between
-chunks of work. The defaults (30 s, 1 GB) can be changed for a process with :func:`set_default_limits`.
+Every numerical accountant (``ctd``, ``pld``, ``prv``) computes the size of its grid, the memory it will hold and
+the *work* it will do (:meth:`Limits.charge`) from its inputs alone, before it does it, and declines with
+:class:`ResourceRefusal` (a :class:`~privaudit.errors.NumericalFailure`, so ``auto`` falls back to the next
+accountant) when that exceeds the limits. Nothing here reads a clock: the same inputs and limits give the same
+decision on a quiet machine and on one beside eight busy processes, so one command always prints one answer.
+
+**The work unit.** One unit is 10⁹ operations of privaudit's cost model (:data:`OPERATIONS_PER_UNIT`): each
+accountant counts the elementary steps its grids need — 20 per discretised cell of ``ctd``, 2 per point and
+log₂ N of a forward FFT, 10⁴ per prv-accountant grid point and mechanism, … (constants beside each accountant).
+The constants were fitted to wall-clock times on a 2-core machine, where a unit takes of the order of a second
+(``ctd`` on 2,000 distinct subsampled Gaussians × 300 steps: 14.6 units in 7.8 s); elsewhere a unit takes what it
+takes, but the decision does not change. The default, 30 units, accepts what the former 30-second *estimate*
+accepted (the same constants, read as seconds); the former guard also added the measured elapsed time, which is
+what made it decline under load.
+
+**One budget per question.** Within :func:`shared_work` every charge is deducted from one budget, so a chain of
+accountants (``auto``), a calibration's many evaluations, or the two directions of one ``ctd`` composition together
+stay within the limit (the work an accountant did before it declined counts too). Outside it each charge stands
+alone. The defaults (30 units, 1 GB) are changed for a process with :func:`set_default_limits`
+(``compute-epsilon --work-limit``).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from privaudit.errors import InvalidParameterError, NumericalFailure
 
+#: Operations of the cost model in one work unit.
+OPERATIONS_PER_UNIT = 1e9
+#: Work units one question (an accountant call, the ``auto`` chain, a calibration) may use by default.
+DEFAULT_WORK_UNITS = 30.0
+#: Bytes of working memory one accountant call may hold by default.
+DEFAULT_MEMORY_BYTES = 1e9
+
 
 class ResourceRefusal(NumericalFailure):
-    """An accountant declined before (or stopped while) running because it would exceed a time or memory limit."""
+    """An accountant declined before running (or before its next phase) because it would exceed a work or memory limit."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Wall-clock seconds and bytes of working memory one accountant call may use."""
+    """Work units (10⁹ cost-model operations each) and bytes of working memory one question may use."""
 
-    seconds: float = 30.0
-    memory_bytes: float = 1e9
+    work: float = DEFAULT_WORK_UNITS
+    memory_bytes: float = DEFAULT_MEMORY_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("seconds", "memory_bytes"):
+        for name in ("work", "memory_bytes"):
             value = float(getattr(self, name))
             if not value > 0 or math.isnan(value):
                 raise InvalidParameterError(f"limit {name} must be positive, got {value}")
@@ -39,12 +60,24 @@ class Limits:
         if not nbytes <= self.memory_bytes:  # NaN (an estimate that overflowed) is refused too
             raise ResourceRefusal(f"{what} would need about {_gb(nbytes)} of memory (limit {_gb(self.memory_bytes)})")
 
-    def check_time(self, what: str, seconds: float) -> None:
-        if not seconds <= self.seconds:  # NaN (an estimate that overflowed) is refused too
-            raise ResourceRefusal(f"{what} would take about {seconds:.3g} s (limit {self.seconds:g} s)")
+    def charge(self, what: str, operations: float) -> None:
+        """Count ``operations`` against this limit (less what the open :func:`shared_work` budget has spent), or refuse.
+
+        A refused charge is not counted; an accepted one is deducted from the shared budget when one is open."""
+        units = float(operations) / OPERATIONS_PER_UNIT
+        spent = _SPENT[-1] if _SPENT else 0.0
+        left = self.work - spent
+        if not units <= left:  # NaN (an estimate that overflowed) is refused too
+            already = f"; {spent:.3g} already spent on this question" if spent > 0 else ""
+            raise ResourceRefusal(f"{what} would need about {units:.3g} work units (limit {self.work:g}{already}; "
+                                  "one unit = 1e9 operations of privaudit's cost model)")
+        if _SPENT:
+            _SPENT[-1] = spent + units
 
 
 _DEFAULT = Limits()
+#: Work units spent within the open :func:`shared_work` block (empty: none is open).
+_SPENT: list[float] = []
 
 
 def default_limits() -> Limits:
@@ -52,44 +85,30 @@ def default_limits() -> Limits:
 
 
 @contextmanager
-def scoped_limits(seconds: float | None = None, memory_bytes: float | None = None) -> Iterator[Limits]:
-    """Within the block, :func:`default_limits` is tightened to ``seconds`` / ``memory_bytes`` (never loosened):
-    a chain of accountants shares one budget this way."""
-    global _DEFAULT
-    previous = _DEFAULT
-    seconds = previous.seconds if seconds is None else max(min(seconds, previous.seconds), 1e-3)
-    memory = previous.memory_bytes if memory_bytes is None else min(memory_bytes, previous.memory_bytes)
-    _DEFAULT = replace(previous, seconds=seconds, memory_bytes=memory)
+def shared_work() -> Iterator[None]:
+    """Within the block every :meth:`Limits.charge` is deducted from one budget; a block opened inside another joins it."""
+    if _SPENT:
+        yield
+        return
+    _SPENT.append(0.0)
     try:
-        yield _DEFAULT
+        yield
     finally:
-        _DEFAULT = previous
+        _SPENT.clear()
 
 
-def set_default_limits(seconds: float | None = None, memory_bytes: float | None = None) -> Limits:
+def work_spent() -> float:
+    """Work units charged so far in the open :func:`shared_work` block (0 outside one)."""
+    return _SPENT[-1] if _SPENT else 0.0
+
+
+def set_default_limits(work: float | None = None, memory_bytes: float | None = None) -> Limits:
     """Change the process-wide defaults (``None`` keeps a value); returns the previous limits."""
     global _DEFAULT
     previous = _DEFAULT
-    _DEFAULT = Limits(previous.seconds if seconds is None else seconds,
+    _DEFAULT = Limits(previous.work if work is None else work,
                       previous.memory_bytes if memory_bytes is None else memory_bytes)
     return previous
-
-
-class Deadline:
-    """A wall-clock budget started at construction; :meth:`check` raises once it is spent."""
-
-    def __init__(self, seconds: float, what: str) -> None:
-        self.seconds = float(seconds)
-        self.what = what
-        self.start = time.perf_counter()
-
-    @property
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def check(self) -> None:
-        if self.elapsed > self.seconds:
-            raise ResourceRefusal(f"{self.what} stopped after {self.elapsed:.3g} s (time limit {self.seconds:g} s)")
 
 
 def _gb(nbytes: float) -> str:

@@ -48,8 +48,9 @@ from privaudit.errors import NumericalFailure
 
 #: Largest grid prv-accountant may allocate (each point costs ~100 bytes across its arrays).
 MAX_GRID_POINTS = 20_000_000
-#: Measured cost of prv-accountant 0.2.0 per grid point and distinct mechanism (2-core machine): 6–12 µs.
-_SECONDS_PER_POINT = 1e-5
+#: Work per grid point and distinct mechanism (privaudit.accounting.limits' operations; prv-accountant 0.2.0 took
+#: 6–12 µs per point and mechanism on a quiet 2-core machine).
+_OPERATIONS_PER_POINT = 1e4
 _BYTES_PER_POINT = 100.0
 _COARSE_EPS_ERROR = 0.1
 _MIN_EPS_ERROR = 1e-3
@@ -158,7 +159,7 @@ class PrvAccountant(Accountant):
         limits = default_limits()
         what = f"prv-accountant at eps_error={eps_error:g} ({points:.2g} grid points)"
         limits.check_memory(what, points * _BYTES_PER_POINT)
-        limits.check_time(what, points * max(1, len(composition)) * _SECONDS_PER_POINT)
+        limits.charge(what, points * max(1, len(composition)) * _OPERATIONS_PER_POINT)
         from prv_accountant import PRVAccountant
 
         prvs, counts = self._prvs(composition)

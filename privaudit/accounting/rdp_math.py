@@ -232,15 +232,15 @@ def _integer_order_groups(alphas: np.ndarray) -> list[np.ndarray]:
     return groups
 
 
-#: Quadrature points × fractional orders one batch may evaluate per second of the time limit
-#: (privaudit.accounting.limits; 30 s by default → 9e7 ≈ 5 s); see rdp_poisson_subsampled_gaussian_batch.
-FRACTIONAL_POINTS_PER_SECOND = 3e6
+#: Quadrature points × fractional orders one batch may evaluate per work unit of the limit
+#: (privaudit.accounting.limits; 30 units by default → 9e7); see rdp_poisson_subsampled_gaussian_batch.
+FRACTIONAL_POINTS_PER_UNIT = 3e6
 
 
 def _fractional_budget() -> float:
     from privaudit.accounting.limits import default_limits
 
-    return max(2e6, default_limits().seconds * FRACTIONAL_POINTS_PER_SECOND)
+    return max(2e6, default_limits().work * FRACTIONAL_POINTS_PER_UNIT)
 
 
 def rdp_poisson_subsampled_gaussian_batch(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:

@@ -4,8 +4,12 @@ Convenience API (numpy/scipy only, no torch)::
 
     from privaudit.audit import epsilon_gdp, Bonferroni, Split
     result = epsilon_gdp(in_scores, out_scores, mechanism="gaussian", design="trials", significance=0.05,
-                         delta=1e-5, claimed_epsilon=1.4)
-    result.epsilon_lb, result.ceiling, result.power.probability, result.to_dict()
+                         delta=1e-5, claimed_epsilon=1.4, attack_optimal=False)
+    result.epsilon_lb, result.ceiling, result.power.lower, result.to_dict()
+
+``result.power`` is the power of an optimal attack on a Gaussian mechanism at 2× the claim with these sample sizes
+(:mod:`privaudit.stats.power`); it supports "consistent" only with ``attack_optimal=True``
+(:func:`privaudit.audit.verdict.decide`).
 
 Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``, ``one-run-fdp-box``,
 ``one-run-paired``); each is valid only for the mechanism families and score designs listed in

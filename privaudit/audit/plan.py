@@ -132,6 +132,11 @@ class Reading:
     :mod:`privaudit.stats.assumptions`) and ``design`` how its trials produce scores (None: each route's own). The
     runner runs only the estimators whose bounds are valid under both, and lists the others with the reason.
 
+    ``attack_optimal`` declares the reading's attack optimal for its (Gaussian) mechanism — the score a strictly
+    increasing function of the privacy loss of a worst-case pair of neighbours. Only then can the attack's silence
+    make the reading "consistent" (:func:`privaudit.audit.verdict.decide`); a recipe sets it only with a comment
+    saying why it holds.
+
     ``decision`` replaces the (ε, δ) rule for claims that state no ε (:mod:`privaudit.audit.comparison`): the runner
     calls ``decision(analysis, significance)`` instead of ``decide``; such readings set ``claimed_epsilon`` and
     ``claimed_delta`` to None.
@@ -150,6 +155,7 @@ class Reading:
     claim_note: str = ""
     mechanism: str = "any"
     design: str | None = None
+    attack_optimal: bool = False
     decision: Callable[[Analysis, float], VerdictResult] | None = None
 
 

@@ -11,7 +11,8 @@ For each reading of a claim (``privaudit.audit.plan``) the runner runs its trial
 trials already there; a ``plan.json`` beside it refuses to mix trials of a different plan), seeds every trial
 from the audit seed, the claim and the reading, calls the reading's ``analyse``, computes each estimator's
 lower bound with its share α/k of the reading's significance (so the reading's family-wise confidence is
-1 − α), with its ceiling and its power against a 2× less private mechanism, and decides the reading's
+1 − α), with its ceiling and — for readings of a Gaussian mechanism — the power of an optimal attack on a
+Gaussian mechanism at 2× the claim (:mod:`privaudit.stats.power`), and decides the reading's
 verdict with :func:`privaudit.audit.verdict.decide`. The claim's verdict combines its paper and
 implementation readings (:func:`overall_verdict`) and names its basis — one verdict per role, e.g. "refuted (as
 implemented), consistent (as stated)" (:func:`verdicts_by_role`, :func:`verdict_basis`), so a reader can tell which
@@ -42,6 +43,8 @@ from privaudit.audit.suites import get_suite
 from privaudit.audit.verdict import Verdict, VerdictResult, decide
 from privaudit.errors import InvalidParameterError
 from privaudit.executor import EXECUTORS, make_executor, make_trials, run_trials
+from privaudit.output_folder import folder_for
+from privaudit.progress import step
 from privaudit.stats.assumptions import design_of, mechanism_family
 from privaudit.stats.estimates import LowerBound, jsonable
 from privaudit.stats.estimators import estimate
@@ -124,6 +127,7 @@ class ReadingOutcome:
             "accountant": [{**e.to_dict(), "reading": r.reading_id} for e in self.analysis.evidence],
             "lower_bounds": [{**b.to_dict(), "reading": r.reading_id} for b in self.bounds],
             "mechanism": r.mechanism,
+            "attack_optimal": r.attack_optimal,
             "routes_not_run": list(self.not_run),
             "verdict": self.verdict.verdict.value,
             "reason": self.verdict.reason,
@@ -267,8 +271,8 @@ def _plan_fingerprint(reading: Reading, base_seed: int) -> dict[str, Any]:
 
 
 def _guard_plan(directory: Path, fingerprint: dict[str, Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / PLAN_FILE
+    folder = folder_for(directory, "audit")  # the audit's --out: a failed write moves it, trials and all (output_folder)
+    path = folder.file(PLAN_FILE)
     if path.exists():
         try:
             existing = json.loads(path.read_text())
@@ -280,7 +284,7 @@ def _guard_plan(directory: Path, fingerprint: dict[str, Any]) -> None:
                 "use another --out directory or remove it"
             )
         return
-    path.write_text(json.dumps(fingerprint, indent=1) + "\n")
+    folder.save(PLAN_FILE, json.dumps(fingerprint, indent=1) + "\n")
 
 
 def _pilot_threshold(in_scores: np.ndarray, out_scores: np.ndarray) -> float:
@@ -324,7 +328,8 @@ def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings,
         bound = estimate(choice.name, in_s, out_s, mechanism=reading.mechanism, design=reading.design,
                          significance=share, delta=reading.claimed_delta, strategy=strategy,
                          claimed_epsilon=power_claim, power_factor=settings.power_factor,
-                         power_trials=int(settings.power_trials), power_seed=power_seed)
+                         power_trials=int(settings.power_trials), power_seed=power_seed,
+                         attack_optimal=reading.attack_optimal, min_power=settings.min_power)
         if details:
             bound = replace(bound, details={**bound.details, **details})
         bounds.append(bound)
@@ -384,6 +389,8 @@ def _limit_torch_threads(settings: AuditSettings) -> None:
 def run_reading(claim: Claim, reading: Reading, settings: AuditSettings) -> ReadingOutcome:
     """Trials (if any) → analysis → lower bounds → verdict, for one reading."""
     started = time.perf_counter()
+    # one line per reading (its analysis can train a federation for minutes); its trials then advance a bar
+    step(f"{claim.claim_id} · {reading.reading_id}: {reading.title}", enabled=settings.progress)
     base_seed = _reading_seed(settings.seed, claim.claim_id, reading.reading_id)
     results: list[Any] = []
     if reading.trials is not None:
@@ -442,7 +449,8 @@ def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: A
     audit = ClaimAudit(claim, outcomes, pending, details, verdict, reason, [*notes, *validity_notes], settings,
                        time.perf_counter() - started, by_role=verdicts_by_role(outcomes))
     if settings.out is not None:
-        audit.path = write_claim_result(audit, settings.out / f"{claim.claim_id}.json")
+        audit.path = folder_for(settings.out, "audit").save_with(f"{claim.claim_id}.json",
+                                                                 lambda path: write_claim_result(audit, path))
     return audit
 
 

@@ -3,6 +3,12 @@
 A claim's row names its verdict's basis — one verdict per role, "refuted (as implemented), consistent (as
 stated)" — and its claimed (ε, δ) says which number the paper states and which privaudit chose; the registry
 (``audit --list``) shows each claim's own words with the stated and chosen numbers.
+
+Accountant ε cells say which end holds (:mod:`privaudit.accounting.evidence_ends`): ``≥15.13, ≤15.13*`` is a certified
+lower bound beside an upper bound that rests on assumptions that fail — the ``*`` never marks a refuting value.
+Given the terminal's width, :func:`audit_table` never cuts a verdict word or a number (:mod:`privaudit.tables`): it
+drops the ceiling and power columns, then the role and paper columns (the role moves into the reading's label), and
+below that prints one block per reading.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from privaudit.accounting.evidence_ends import cell_text, of_evidence
 from privaudit.audit.claims import Claim, ClaimStatus
 from privaudit.audit.runner import ClaimAudit, ReadingOutcome
+from privaudit.tables import Col, fit_table
 
 VERDICT_STYLE = {"refuted": "bold red", "consistent": "bold green", "inconclusive": "bold yellow", "pending": "dim",
                  "supported": "bold green", "not supported": "bold red", "fact": "bold cyan"}  # the last three: comparison claims
@@ -25,14 +33,14 @@ def _fmt(x: Any) -> str:
     return "∞" if math.isinf(x) else f"{x:.3g}"
 
 
+def _fmt4(x: float) -> str:
+    return "∞" if math.isinf(x) else f"{x:.4g}"
+
+
 def _accounting(outcome: ReadingOutcome, implementation: bool) -> str:
-    cells = []
-    for e in outcome.analysis.evidence:
-        if e.implementation != implementation:
-            continue
-        text = _fmt(e.upper) if e.lower is None else f"[{_fmt(e.lower)}, {_fmt(e.upper)}]"
-        cells.append(text + ("" if e.assumptions_hold else "*"))
-    return ", ".join(cells) or "—"
+    """Each accountant's ε, end by end: ``=0.8875``, ``[9.178, 10.59]``, ``≥271.1``, ``≥15.13, ≤15.13*``."""
+    cells = [cell_text(of_evidence(e), _fmt4) for e in outcome.analysis.evidence if e.implementation == implementation]
+    return "; ".join(cells) or "—"
 
 
 def _best_bound(outcome: ReadingOutcome) -> tuple[str, str, str]:
@@ -40,8 +48,9 @@ def _best_bound(outcome: ReadingOutcome) -> tuple[str, str, str]:
         return "—", "—", "—"
     best = max(outcome.bounds, key=lambda b: b.epsilon_lb)
     bound = f"{_fmt(best.epsilon_lb)} ({best.estimator}, α={best.significance:.3g})"
-    power = max((b.power.probability for b in outcome.bounds if b.power is not None), default=None)
-    return bound, _fmt(max(b.ceiling for b in outcome.bounds)), "—" if power is None else f"{power:.2f}"
+    # the power of an optimal attack on a Gaussian mechanism at 2× the claim (its Monte-Carlo lower limit)
+    power = max((b.power.lower for b in outcome.bounds if b.power is not None), default=None)
+    return bound, _fmt(max(b.ceiling for b in outcome.bounds)), "—" if power is None else f"≥ {power:.2f}"
 
 
 def _verdict_cell(verdict: str, text: str | None = None) -> str:
@@ -67,32 +76,90 @@ def claimed_cell(claim: Claim) -> str:
     return text
 
 
-def audit_table(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]] = ()):
-    """One row per reading: claimed, accountant ε (paper / implementation), best ε_lb, ceiling, power, verdict."""
-    from rich.table import Table
+#: The claim table's columns, widest layout first; :func:`audit_table` takes the first that fits the terminal.
+_ALL = (Col("label", "claim · reading", no_wrap=True), Col("role", "role"), Col("claimed", "claimed (ε, δ)"),
+        Col("paper", "accountant ε (paper)"), Col("impl", "accountant ε (impl.)"), Col("bound", "ε lower bound"),
+        Col("ceiling", "ceiling"), Col("power", "power"), Col("verdict", "verdict"))
+LAYOUTS: tuple[tuple[Col, ...], ...] = (
+    _ALL,
+    tuple(c for c in _ALL if c.key not in ("ceiling", "power")),
+    (Col("short", "claim · reading (role)", no_wrap=True), *(c for c in _ALL if c.key in ("claimed", "impl", "bound")),
+     Col("word", "verdict")),
+)
+_ROLE = {"implementation": "impl.", "paper": "paper", "validity": "validity", "fact": "fact", "pending": "pending"}
+CAPTION = ("\\[lower, upper] = certified lower and upper bound; =x exact; ≥x a certified lower bound (it holds for a "
+           "constructed worst case); ≤x an upper bound; * = that value rests on assumptions that fail or cannot be checked; "
+           "claim rows: the verdict per basis (as implemented = reference-code readings, as stated = the paper's "
+           "mechanism) and whether the paper states ε and δ or privaudit chose them (audit --list says why)")
 
-    table = Table(title="privaudit claim audits", show_lines=False, expand=False)
-    for name in ("claim · reading", "role", "claimed (ε, δ)", "accountant ε (paper)", "accountant ε (impl.)",
-                 "ε lower bound", "ceiling", "power", "verdict"):
-        table.add_column(name, overflow="fold", no_wrap=name == "claim · reading")
+
+def _rows(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """One dict of cells per table row (claim, reading or pending part), every layout's keys filled in."""
+    rows = []
     for audit in audits:
-        table.add_row(f"[bold]{audit.claim.claim_id}[/bold]", "claim", claimed_cell(audit.claim),
-                      "", "", "", "", "", basis_cell(audit))
+        verdict = audit.verdict.value
+        rows.append({"kind": "claim", "label": f"[bold]{audit.claim.claim_id}[/bold]", "role": "claim",
+                     "short": f"[bold]{audit.claim.claim_id}[/bold]", "claimed": claimed_cell(audit.claim),
+                     "verdict": basis_cell(audit), "word": _verdict_cell(verdict), "basis": basis_cell(audit)})
         for outcome in audit.readings:
             r = outcome.reading
             bound, ceiling, power = _best_bound(outcome)
             v = outcome.verdict.verdict.value
             claimed = "—" if r.claimed_epsilon is None else f"({_fmt(r.claimed_epsilon)}, {r.claimed_delta:g})"
-            table.add_row(f"  {r.reading_id}", r.role.value, claimed,
-                          _accounting(outcome, False), _accounting(outcome, True), bound, ceiling, power,
-                          f"[{VERDICT_STYLE.get(v, '')}]{v}[/{VERDICT_STYLE.get(v, '')}]")
+            rows.append({"kind": "reading", "label": f"  {r.reading_id}", "role": r.role.value,
+                         "short": f"  {r.reading_id} ({_ROLE.get(r.role.value, r.role.value)})", "claimed": claimed,
+                         "paper": _accounting(outcome, False), "impl": _accounting(outcome, True), "bound": bound,
+                         "ceiling": ceiling, "power": power, "verdict": _verdict_cell(v), "word": _verdict_cell(v)})
         for part in audit.pending:
-            table.add_row(f"  {part.part_id}", "pending", "", "", "", "", "", "", "[dim]pending[/dim]")
+            rows.append({"kind": "pending", "label": f"  {part.part_id}", "role": "pending",
+                         "short": f"  {part.part_id} (pending)", "verdict": "[dim]pending[/dim]", "word": "[dim]pending[/dim]"})
     for claim_id, _ in pending:
-        table.add_row(f"[bold]{claim_id}[/bold]", "claim", "", "", "", "", "", "", "[dim]pending[/dim]")
-    table.caption = ("\\[interval] = certified lower and upper bound; * = rests on assumptions that fail or cannot be checked; "
-                     "claim rows: the verdict per basis (as implemented = reference-code readings, as stated = the paper's "
-                     "mechanism) and whether the paper states ε and δ or privaudit chose them (audit --list says why)")
+        rows.append({"kind": "pending", "label": f"[bold]{claim_id}[/bold]", "role": "claim", "short": f"[bold]{claim_id}[/bold]",
+                     "verdict": "[dim]pending[/dim]", "word": "[dim]pending[/dim]"})
+    return rows
+
+
+def _stacked(rows: Sequence[dict[str, str]]):
+    """One block per claim and reading, every value on a labelled line of its own: for the narrowest terminals."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+
+    parts: list[Any] = [Text("privaudit claim audits", style="italic")]
+    for row in rows:
+        if row["kind"] == "claim":
+            parts.append(Text.from_markup(f"{row['short']} {row['claimed'].replace(chr(10), ' ')}: {row['basis']}"))
+            continue
+        parts.append(Padding(Text.from_markup(f"{row['short'].strip()}: {row['word']}"), (0, 0, 0, 2)))
+        for key, name in (("impl", "accountant ε (impl.)"), ("paper", "accountant ε (paper)"), ("bound", "ε lower bound"),
+                          ("ceiling", "ceiling"), ("power", "power"), ("claimed", "claimed (ε, δ)")):
+            if row.get(key) and row[key] != "—":
+                parts.append(Padding(Text(f"{name}: {row[key]}"), (0, 0, 0, 4)))
+    parts.append(Text(CAPTION.replace("\\[", "["), style="dim"))
+    return Group(*parts)
+
+
+def audit_table(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]] = (), width: int | None = None):
+    """One row per reading: claimed, accountant ε (paper / implementation), best ε_lb, ceiling, power, verdict.
+
+    ``width`` (the terminal's): the widest layout of :data:`LAYOUTS` in which no word is cut (:func:`privaudit.tables.
+    fit_table`), else one block per reading; ``None``: every column, sized by rich.
+    """
+    from rich.table import Table
+
+    rows = _rows(audits, pending)
+    options = {"title": "privaudit claim audits", "caption": CAPTION, "show_lines": False}
+    if width is not None:
+        for layout in LAYOUTS:
+            table = fit_table(layout, rows, width, **options)
+            if table is not None:
+                return table
+        return _stacked(rows)
+    table = Table(expand=False, **options)
+    for col in _ALL:
+        table.add_column(col.header, overflow="fold", no_wrap=col.no_wrap)
+    for row in rows:
+        table.add_row(*(row.get(col.key, "") for col in _ALL))
     return table
 
 

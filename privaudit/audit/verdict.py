@@ -12,12 +12,21 @@ Three verdicts, each with a one-line reason that carries the numbers:
         most 1000 values. An accountant's *upper* bound above the claim refutes nothing (RDP is loose).
 ``consistent``
     Not refuted, and either a certified upper bound under assumptions that hold for the implementation is
-    at or below the claim (the claim is proven, given those assumptions), or an attack had the power to
-    refute a mechanism ``power_factor``× less private (probability ≥ ``min_power``) and did not.
+    at or below the claim (the claim is proven, given those assumptions), or an attack earned it: the
+    mechanism was declared Gaussian, the attack declared optimal for it (``attack_optimal``: its score a
+    strictly increasing function of the privacy loss of a worst-case pair — an assumption the auditor states
+    and the scores cannot check), and the one-sided 95 % Clopper–Pearson lower limit of the power of an optimal
+    attack on a Gaussian mechanism at ``factor``× the claim is ≥ ``min_power`` (:mod:`privaudit.stats.power`).
+    Under those assumptions P[consistent | true ε ≥ factor × claimed ε] ≤ 1 − ``min_power`` (up to that
+    Monte-Carlo error), which the validity suite checks (:mod:`privaudit.audit.verdict_validity`).
+    An attack that is not declared optimal, or a mechanism family without a canonical alternative ("any",
+    "pure"), can never earn it: a weak attack on a leaky mechanism produces exactly the scores of an optimal
+    attack on a private one, and a mechanism can leak so rarely that no finite audit sees it.
     "Consistent" never means "proven private" unless the first condition is the reason given.
 ``inconclusive``
-    Neither: the audit could not have detected a violation of that size, or the accounting rests on
-    assumptions that fail or cannot be checked.
+    Neither: the audit could not have detected a violation of that size, the attack's silence is no evidence
+    (not declared optimal, or no attack-based power for the declared family), or the accounting rests on
+    assumptions that fail or cannot be checked. The reason says which.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from privaudit.stats.estimates import LowerBound
+from privaudit.stats.estimates import LowerBound, PowerEstimate
 
 
 class Verdict(str, Enum):
@@ -89,6 +98,46 @@ def _fmt(x: float) -> str:
     return "∞" if math.isinf(x) else f"{x:.3g}"
 
 
+def _found(b: LowerBound) -> str:
+    """What an attack found, never "ε ≥ 0": the bound, or that it certified nothing."""
+    found = f"found ε ≥ {_fmt(b.epsilon_lb)}" if b.epsilon_lb > 0 else "found no ε > 0"
+    return f"{b.estimator} {found} (ceiling {_fmt(b.ceiling)})"
+
+
+def _alternative(p: PowerEstimate) -> str:
+    rounds = f" ({p.rounds} equal rounds)" if p.rounds > 1 else ""
+    return (f"an optimal attack on a Gaussian mechanism at {p.factor:g}× the claim (ε = {_fmt(p.alternative_epsilon)})"
+            f"{rounds} would be refuted")
+
+
+def _power_statement(p: PowerEstimate) -> str:
+    """The power of an optimal attack at factor × the claim, with its Monte-Carlo lower limit."""
+    return (f"{_alternative(p)} with probability ≥ {p.lower:.2f} at these sample sizes (95 % lower limit, "
+            f"{p.trials} simulations)")
+
+
+def _attack_silence(bounds: Sequence[LowerBound], min_power: float) -> list[str]:
+    """Why the attacks' failure to refute is no evidence of privacy here (one clause per kind of reason)."""
+    why: list[str] = []
+    with_power = [b for b in bounds if b.power is not None]
+    if with_power:
+        best = max(with_power, key=lambda b: b.power.lower)
+        p = best.power
+        if p.lower >= min_power:  # the sizes would do; the attack is what is not vouched for
+            why.append(f"not refuted; {_power_statement(p)}, but this attack is not declared optimal, so its silence is "
+                       "no evidence of privacy")
+        else:
+            why.append(f"too little power: {_alternative(p)} with probability only about {p.probability:.2f} at these "
+                       f"sample sizes (95 % lower limit {p.lower:.2f} < {min_power:g}), so the audit could miss a violation "
+                       "of that size")
+    reasons = list(dict.fromkeys(b.no_power_reason for b in bounds if b.power is None and b.no_power_reason))
+    if reasons and not with_power:
+        why.extend(reasons)
+    if not with_power and not reasons:
+        why.append("no power estimate was available (no claimed ε was given to the estimators)")
+    return why
+
+
 def decide(
     claimed_epsilon: float,
     claimed_delta: float,
@@ -128,20 +177,20 @@ def decide(
         return VerdictResult(Verdict.REFUTED, "; ".join(parts), tuple(refuted_by), family_confidence, tuple(notes))
 
     proven = [e for e in accounting if e.implementation and e.assumptions_hold and e.upper <= claimed_epsilon * (1 + tolerance)]
-    powerful = [b for b in bounds if b.power is not None and b.power.probability >= min_power]
+    earned = [b for b in bounds if b.power is not None and b.attack_optimal and b.power.lower >= min_power]
     if proven:
         best = min(proven, key=lambda e: e.upper)
         reason = (f"the mechanism examined ({best.label}) is certified ε ≤ {_fmt(best.upper)} ({best.accountant}) "
                   f"≤ claimed {_fmt(claimed_epsilon)} under assumptions that hold")
         if bounds:
             top = max(bounds, key=lambda b: b.epsilon_lb)
-            reason += f"; attacks found ε ≥ {_fmt(top.epsilon_lb)} (ceiling {_fmt(top.ceiling)})"
+            reason += "; attacks " + _found(top).split(" ", 1)[1]
         return VerdictResult(Verdict.CONSISTENT, reason, (), family_confidence, tuple(notes))
-    if powerful:
-        b = max(powerful, key=lambda b: b.power.probability)
-        reason = (f"no refutation although {b.estimator} would refute a {b.power.factor:g}× less private mechanism with "
-                  f"probability {b.power.probability:.2f} (ε ≥ {_fmt(b.epsilon_lb)} found, ceiling {_fmt(b.ceiling)}); "
-                  "this is evidence against large violations, not a proof of privacy")
+    if earned:
+        b = max(earned, key=lambda b: b.power.lower)
+        reason = (f"not refuted; the attack is declared optimal for a Gaussian mechanism (an assumption the scores cannot "
+                  f"check), and {_power_statement(b.power)}; {_found(b)}. Evidence against violations of "
+                  f"{b.power.factor:g}× the claim or more under that assumption, not a proof of privacy")
         return VerdictResult(Verdict.CONSISTENT, reason, (), family_confidence, tuple(notes))
 
     why: list[str] = []
@@ -149,11 +198,7 @@ def decide(
         top = max(bounds, key=lambda b: b.ceiling)
         if top.ceiling <= claimed_epsilon:
             why.append(f"even a perfect attack could certify only ε ≥ {_fmt(top.ceiling)} with these samples")
-        powers = [b.power.probability for b in bounds if b.power is not None]
-        if powers:
-            why.append(f"the attacks' power to catch a violation was at most {max(powers):.2f} (< {min_power:g})")
-        else:
-            why.append("no power estimate was available")
+        why.extend(_attack_silence(bounds, min_power))
     else:
         why.append("no attack was run")
     failing = [e for e in accounting if e.implementation and not e.assumptions_hold]

@@ -15,7 +15,7 @@ import sys
 import typer
 
 from privaudit.cli.commands import register_all
-from privaudit.cli.common import click_exceptions
+from privaudit.cli.common import click_exceptions, option_names_kept_whole
 from privaudit.errors import PrivauditError, Terminated
 
 app = typer.Typer(
@@ -48,9 +48,13 @@ def _one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the process exit code."""
+    from privaudit.report.command_line import privaudit_command
+
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="privaudit", standalone_mode=False)
+        # what result files record as the command; --help at least 80 columns wide (option names never cut)
+        with privaudit_command(sys.argv[1:] if argv is None else argv), option_names_kept_whole():
+            result = command.main(args=argv, prog_name="privaudit", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         hint = f" (see 'privaudit {exc.ctx.command_path.split(' ', 1)[1]} --help')" if exc.ctx and " " in exc.ctx.command_path else ""
         typer.echo(f"error: {_one_line(exc.format_message())}{hint}", err=True)

@@ -11,6 +11,7 @@ families register on the same sub-app from the modules in :data:`SUBCOMMAND_MODU
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 
 import typer
 
-from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json, save_outputs
+from privaudit.cli.common import check_out_folder, check_workers, cli_errors, fail, print_json, save_outputs
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import opened
 
 #: Modules that add further ``privaudit attack <family>`` sub-commands via ``register(attack_app)``.
 SUBCOMMAND_MODULES: tuple[str, ...] = ("privaudit.cli.attack_inversion",)
@@ -45,7 +47,7 @@ def _attack_group() -> None:
 
 
 def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, threat_model: str, max_examples: int | None,
-                  threads: int, out: Path | None = None, trust_factory: str | None = None) -> None:
+                  threads: int, out: Path | None = None, trust_factory: str | None = None, workers: int | None = None) -> None:
     """Cheap checks before anything is loaded, ``--out`` included; each failure is one line and exit code 2."""
     if attack not in MEMBERSHIP_ATTACKS:
         raise InvalidParameterError(f"unknown membership attack {attack!r}; choose one of: {', '.join(MEMBERSHIP_ATTACKS)}")
@@ -63,6 +65,7 @@ def _check_inputs(checkpoint: Path, attack: str, shadows: int, executor: str, th
         raise InvalidParameterError(f"--max-examples must be at least 1, got {max_examples}")
     if threads < 1:
         raise InvalidParameterError(f"--threads must be at least 1, got {threads}")
+    check_workers(workers, local=executor != "ray")  # as audit and train: ≥ 1; a local pool no larger than the CPU cores
     if out is not None:
         check_out_folder(out, OUT_FILES)
         if (out / "shadows").is_file():
@@ -169,7 +172,7 @@ def membership(
 ) -> None:
     """Membership inference on a trained federation's records; writes a membership-attack result."""
     attack = attack.strip().lower()
-    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads, out, trust_factory)
+    _check_inputs(checkpoint, attack, shadows, executor, threat_model, max_examples, threads, out, trust_factory, workers)
     from privaudit.device import device_record, resolve_device
 
     resolved = resolve_device(device)  # an absent device is one line, before any work
@@ -197,16 +200,21 @@ def membership(
             raise InvalidParameterError(f"LiRA's shadows train on the CPU only in this version; --device {device} is not supported")
     target = TargetModel.from_checkpoint(checkpoint, round_, trust_factory=trust_factory)
     releases = CheckpointReleases(checkpoint) if threat_model == "client-releases" else None
-    scores = run_membership_attack(target, attack, options=options, threat_model=threat_model, releases=releases,
-                                   max_examples=max_examples, seed=seed)
-    config = {"checkpoint": str(checkpoint), "attack": attack, "threat_model": threat_model, "round": round_,
-              "max_examples": max_examples, "seed": seed, **device_record(resolved), **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
-    intervals = _bootstrap_intervals(scores, seed)
-    saved = None
-    if out is not None:  # checked before the attack; should writing fail now anyway, the result is kept elsewhere
-        saved = save_outputs(lambda folder: write_membership_attack(folder, scores, title=f"membership attack {attack} on {checkpoint}",
-                                                                    config=config, seed=seed, intervals=intervals)[0],
-                             out, command="attack-membership")
+    # --out is the command's output folder: LiRA's shadow trials (--out/shadows) and the result move together, once,
+    # to a temporary folder if the disk fills (privaudit.output_folder)
+    with opened(out, "attack-membership") if out is not None else contextlib.nullcontext():
+        scores = run_membership_attack(target, attack, options=options, threat_model=threat_model, releases=releases,
+                                       max_examples=max_examples, seed=seed)
+        config = {"checkpoint": str(checkpoint), "attack": attack, "threat_model": threat_model, "round": round_,
+                  "max_examples": max_examples, "seed": seed, **device_record(resolved),
+                  **({"lira": {k: v for k, v in options.items() if k != "progress"}} if options else {})}
+        intervals = _bootstrap_intervals(scores, seed)
+        saved = None
+        if out is not None:  # checked before the attack; should writing fail now anyway, the result is kept elsewhere
+            title = f"membership attack {attack} on {checkpoint}"
+            saved = save_outputs(lambda folder: write_membership_attack(folder, scores, title=title, config=config, seed=seed,
+                                                                        intervals=intervals)[0],
+                                 out, command="attack-membership")
     result_path = None if saved is None else saved.value
     data = membership_attack_data(scores, scores_file=None if result_path is None else "membership-scores.npz", intervals=intervals)
     if json_ or (saved is not None and saved.value is None):

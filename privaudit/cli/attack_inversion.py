@@ -20,7 +20,15 @@ layer), ``label`` (labels only), ``dlg`` (Zhu et al. 2019), ``ig`` (Geiping et a
 block of ``--bins`` bins to the model, the clients train that model, and a batch of ``--per-update`` images is read
 off the bins; dataset mode only, the result records ``server``). Output: an ``inversion`` result (``inversion.json``) that
 ``privaudit report`` renders, the image grid ``inversion-grid.png`` (ground truth over reconstructions), and
-a table of per-image PSNR, SSIM and label correctness. Bad inputs are one line on stderr and exit code 2.
+a table of per-image PSNR, SSIM, label correctness and the attack's status. Bad inputs are one line on stderr and exit
+code 2 — among them non-finite or absurd attack settings (``--option lr=inf``, ``iterations=10**12``: the ranges of
+:mod:`attacks.inversion.limits`), refused before any data loads.
+
+The result records the attack as it ran: its whole configuration (``attack_config``, defaults included) and, per
+attacked update, the label rule it used, its optimiser, client model, losses and time (``updates``). Each image carries
+its attack's optimisation status (:mod:`attacks.inversion.convergence`): an attack that diverged or made no progress
+is flagged in the table, the JSON and the report, and its images are left out of the PSNR/SSIM means (a note says how
+many), so a broken attack never reads as a defence's effect.
 
 ``--bn-prior update|running`` (``ig`` on a model with BatchNorm, e.g. ``convnet-bn``) adds a BatchNorm-statistics
 prior with the form of GradInversion's R_BN (Yin et al., CVPR 2021, §3; :mod:`attacks.inversion.bn_prior`), weighted by
@@ -369,10 +377,12 @@ def _separation_note(rows: list[dict[str, Any]]) -> str:
 
 
 def _per_image(records: list[dict[str, Any]], psnr: list[float], ssim: list[float]) -> list[dict[str, Any]]:
+    """One row per attacked image: labels, PSNR, SSIM and its attack's optimisation status (attacks.inversion.convergence)."""
     rows, k = [], 0
     for record in records:
         scores = record.get("scores", {})
         attack = record["attack"]
+        status, reason = attack.get("status", "closed-form"), attack.get("status_reason")
         predicted = attack.get("labels")
         paired = bool(attack.get("settings", {}).get("labels_paired", True))
         order = scores.get("order") or []
@@ -385,9 +395,36 @@ def _per_image(records: list[dict[str, Any]], psnr: list[float], ssim: list[floa
                 guess = None
             rows.append({"index": k, "true_label": int(true_label), "predicted_label": guess,
                          "label_correct": None if guess is None else guess == int(true_label),
-                         "psnr": psnr[k] if k < len(psnr) else None, "ssim": ssim[k] if k < len(ssim) else None})
+                         "psnr": psnr[k] if k < len(psnr) else None, "ssim": ssim[k] if k < len(ssim) else None,
+                         "status": status, "status_reason": reason})
             k += 1
     return rows
+
+
+def _attack_record(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the result records of the attack as it ran: its whole configuration (every field, defaults included) and,
+    per attacked update, the label rule it used, its optimiser and client model, status, losses and time."""
+    if not records:
+        return {"attack_config": None, "updates": []}
+    updates = []
+    for record in records:
+        attack = dict(record["attack"])
+        settings = {k: v for k, v in attack.pop("settings", {}).items() if k not in ("config", "attack", "data")}
+        updates.append({**attack, "settings": settings, "true_labels": record.get("true_labels")})
+    return {"attack_config": records[0]["attack"].get("settings", {}).get("config"), "updates": updates}
+
+
+def _status_note(summary: dict[str, Any], total: int) -> str | None:
+    """One line when images were left out of the PSNR/SSIM means because their attack diverged or made no progress."""
+    excluded = summary["images_excluded"]
+    if not excluded:
+        return None
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(excluded.items()))
+    if not summary["images_summarised"]:
+        return (f"every image's attack failed ({counts}): no PSNR here measures the defence; fix the attack's settings "
+                "(a smaller lr, more iterations) and run it again")
+    return (f"{sum(excluded.values())} of {total} images left out of the means ({counts}): their attack's optimisation failed, "
+            "so their PSNR says nothing about the defence (see each image's status)")
 
 
 def _print_table(data: dict[str, Any], result_path: Path | None) -> None:
@@ -396,16 +433,20 @@ def _print_table(data: dict[str, Any], result_path: Path | None) -> None:
 
     console = Console()
     table = Table(title=f"privaudit attack inversion — {data['attack']} vs {data['defense']}", title_justify="left")
-    for name in ("image", "true label", "predicted", "PSNR (dB)", "SSIM"):
+    for name in ("image", "true label", "predicted", "PSNR (dB)", "SSIM", "attack status"):
         table.add_column(name, justify="right")
     for row in data["per_image"]:
         psnr = row["psnr"]
         table.add_row(str(row["index"]), str(row["true_label"]), "—" if row["predicted_label"] is None else
                       f"{row['predicted_label']} {'✓' if row['label_correct'] else '✗'}",
                       "—" if psnr is None else ("∞" if math.isinf(psnr) else f"{psnr:.2f}"),
-                      "—" if row["ssim"] is None else f"{row['ssim']:.3f}")
+                      "—" if row["ssim"] is None else f"{row['ssim']:.3f}",
+                      row["status"] if row["status"] in ("ok", "closed-form") else f"[bold red]{row['status']}[/bold red]")
     console.print(table)
-    summary = [f"PSNR mean {data['psnr_mean']:.2f} dB" if data["psnr_mean"] is not None else "no images reconstructed",
+    excluded = sum(data["images_excluded"].values())
+    over = f" over {data['images_summarised']} of {data['images_summarised'] + excluded} images" if excluded else ""
+    summary = [f"PSNR mean {data['psnr_mean']:.2f} dB{over}" if data["psnr_mean"] is not None else
+               ("no PSNR: every attack failed" if excluded else "no images reconstructed"),
                f"SSIM mean {data['ssim_mean']:.3f}" if data["ssim_mean"] is not None else "",
                f"label accuracy {data['label_accuracy']:.2f}" if data["label_accuracy"] is not None else "",
                f"ε = {data['epsilon']:.3g} at δ = {DELTA:g}" if isinstance(data.get("epsilon"), float) else "",
@@ -434,7 +475,8 @@ def register(attack_app: typer.Typer) -> None:
                                               "--images must be a multiple of it."),
         bins: int | None = typer.Option(None, "--bins", help="imprint: bins of the server's imprint block (default 128)."),
         option: list[str] = typer.Option([], "--option", help="Any field of the attack's configuration as KEY=VALUE "
-                                         "(repeatable), e.g. --option start=analytic for adaptive-mg; the flags above win."),
+                                         "(repeatable), e.g. --option start=analytic for adaptive-mg; the flags above win. "
+                                         "Non-finite or absurd values (lr=inf, iterations above 10^6) are refused."),
         bn_prior: str | None = typer.Option(None, "--bn-prior", help="ig: BatchNorm-statistics prior (Yin et al. 2021) from the client's "
                                             "released buffers (update) or the global running statistics (running); BatchNorm models only."),
         bn_weight: float | None = typer.Option(None, "--bn-weight", help="ig: weight α of the --bn-prior term (default 0.1)."),
@@ -477,6 +519,7 @@ def register(attack_app: typer.Typer) -> None:
         import torch
 
         from attacks.inversion import build_attack
+        from attacks.inversion.experiment import reconstruction_summary
         from attacks.inversion.figures import save_image_grid
         from attacks.inversion.registry import parse_attack_options
 
@@ -510,7 +553,7 @@ def register(attack_app: typer.Typer) -> None:
             with progress_bar(f"{attack_name} on client {client}, round {round_}", 1, enabled=not quiet,
                               transient=True) as bar:
                 scored = attack_and_score(attack_obj, [(payload, inputs, labels)], spec, seed=seed, progress=bar.set)
-            records, psnr, ssim = scored.records, scored.psnr, scored.ssim
+            records, psnr, ssim, status = scored.records, scored.psnr, scored.ssim, scored.status
             truth, recon, label_scores = scored.ground_truth, scored.reconstructions, scored.label_scores
             defense_label = f"{context['algorithm']} (privacy: {context['privacy']})"
             source = {"mode": "checkpoint", "checkpoint": str(checkpoint), "client": client, "round": round_, **context,
@@ -537,7 +580,7 @@ def register(attack_app: typer.Typer) -> None:
                 _check_bn_model(model, tuple(info.input_shape), int(info.num_classes))
             with progress_bar(f"{attack_name} vs {defense}", count, enabled=not quiet, transient=True) as bar:
                 run = run_inversion(config, progress=bar.set)
-            records, psnr, ssim = run.updates, run.psnr, run.ssim
+            records, psnr, ssim, status = run.updates, run.psnr, run.ssim, run.status
             truth, recon = run.ground_truth, run.reconstructions
             label_scores = [run.label_accuracy] if run.label_accuracy is not None else []
             defence_obj = parse_defence(defense)
@@ -557,12 +600,17 @@ def register(attack_app: typer.Typer) -> None:
                 source["bn_prior"] = bn_prior_reshuffle_note(source["bn_prior"], int(context["local"]["epochs"]),
                                                              payload.knowledge.batch_size)
         seconds = time.perf_counter() - start
+        summary = reconstruction_summary(psnr, ssim, status)  # images whose attack failed never count as the defence's effect
+        note = _status_note(summary, len(psnr))
+        if note:
+            notes = [*notes, note]
         data = {
             "attack": attack_name, "defense": defense_label, "psnr": psnr, "ssim": ssim,
-            "psnr_mean": _mean(psnr), "ssim_mean": _mean(ssim),
+            "psnr_mean": summary["psnr_mean"], "ssim_mean": summary["ssim_mean"], "psnr_median": summary["psnr_median"],
+            "images_summarised": summary["images_summarised"], "images_excluded": summary["images_excluded"], "status": status,
             "label_accuracy": _mean(label_scores), "epsilon": epsilon, "delta": DELTA if epsilon is not None else None,
             "per_image": _per_image(records, psnr, ssim), "grid": None, "device": device, "device_name": describe_device(device), "iterations": iterations,
-            "seconds": seconds, "notes": notes, **source,
+            "seconds": seconds, "notes": notes, **source, **_attack_record(records),
         }
         saved = None
         if out is not None:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import typer
 
-from privaudit.cli.common import cli_errors, print_json
+from privaudit.cli.common import cli_errors, fail, print_json, relocation_problem
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import opened
 
 DEFAULT_OUT = Path("reports/audits")
 
@@ -39,7 +40,7 @@ def _print_audits(audits, pending=()) -> None:
     from privaudit.audit.summary import audit_table, reasons
 
     console = _console()
-    console.print(audit_table(audits, pending))
+    console.print(audit_table(audits, pending, width=console.width))  # fitted: no verdict word or number is cut
     for line in reasons(audits, pending):
         console.print(line, highlight=False, markup=False)
     for audit in audits:
@@ -77,6 +78,12 @@ def register(app: typer.Typer) -> None:
             "fixed", "--design",
             help="With --scores: how the scores came about: fixed (default; fixed in/out counts, 'in' chosen at random), "
                  "bernoulli (one run, each canary in w.p. ½) or trials (independent runs per score)."),
+        optimal_attack: bool = typer.Option(
+            False, "--optimal-attack",
+            help="With --scores --mechanism gaussian: declare the attack optimal (its score a strictly increasing "
+                 "function of the privacy loss of a worst-case pair of neighbours). An assumption the scores cannot "
+                 "check, recorded in the result; only then can a claim come out 'consistent' from the attack, when an "
+                 "optimal attack at 2x the claim would be refuted with probability >= 0.8 at these sample sizes."),
         one_run: bool = typer.Option(False, "--one-run", help="With --checkpoint: re-train once with canaries and bound ε in one run."),
         canaries: int | None = typer.Option(None, "--canaries", help="With --one-run: number of input canaries (each inserted w.p. ½)."),
         canary_kind: str | None = typer.Option(None, "--canary-kind", help="With --one-run: mislabelled (default) or ood."),
@@ -98,7 +105,10 @@ def register(app: typer.Typer) -> None:
         workers: int | None = typer.Option(None, "--workers", help="Workers of the process pool or Ray."),
         address: str | None = typer.Option(None, "--address", help="Ray cluster address (e.g. auto)."),
         alpha: float = typer.Option(0.05, "--alpha", help="Significance per reading, split equally over its estimators."),
-        power_trials: int = typer.Option(200, "--power-trials", help="Simulations behind each power figure."),
+        power_trials: int = typer.Option(
+            200, "--power-trials",
+            help="Most simulations behind each power figure (an optimal attack at 2x the claim; it stops early once "
+                 "the answer is clear)."),
         seed: int = typer.Option(0, "--seed", help="Audit seed (every trial's seed derives from it)."),
         out: Path | None = typer.Option(
             None, "--out", help=f"Output folder for result files and trials (default {DEFAULT_OUT}; --scores writes only when given)."),
@@ -115,7 +125,8 @@ def register(app: typer.Typer) -> None:
 
         if resolve_device(device).type != "cpu" and mode in ("--scores", "--list"):  # an absent device: one line here
             raise InvalidParameterError(f"--device applies to audits that train federations, not to {mode}")
-        scores_only = [name for name, on in (("--mechanism", mechanism != "any"), ("--design", design != "fixed")) if on]
+        scores_only = [name for name, on in (("--mechanism", mechanism != "any"), ("--design", design != "fixed"),
+                                             ("--optimal-attack", optimal_attack)) if on]
         if mode != "--scores" and scores_only:
             raise InvalidParameterError(f"the option(s) {', '.join(scores_only)} apply to --scores audits only (claims and "
                                         "checkpoints derive them from the mechanism they audit)")
@@ -162,7 +173,8 @@ def register(app: typer.Typer) -> None:
         _check_writable(Path(out) / f"{claim or suite}.json")  # before the trials, not after them
         settings = AuditSettings(trials=trials, significance=alpha, seed=seed, executor=executor, workers=workers,
                                  address=address, out=out, power_trials=power_trials, progress=not quiet, torch_threads=threads)
-        with training_device(device):
+        # --out is the audit's output folder: should the disk fill, its trials and results move to a temporary folder
+        with training_device(device), opened(out, "audit") as folder:
             if mode == "--claim":
                 audits, pending = [run_claim(claim, settings)], []
             else:
@@ -172,6 +184,9 @@ def register(app: typer.Typer) -> None:
             print_json({"audits": [a.data() for a in audits], "pending": [{"claim_id": c, "reason": r} for c, r in pending]})
         else:
             _print_audits(audits, pending)
+        problem = relocation_problem(folder, what="audit")
+        if problem:
+            raise fail(problem)
 
 
 def _scores(flags: dict) -> None:
@@ -183,6 +198,9 @@ def _scores(flags: dict) -> None:
     from privaudit.stats.assumptions import design_of, mechanism_family
 
     family, provenance = mechanism_family(mechanism), design_of(design)
+    if flags["optimal_attack"] and claimed_epsilon is None:
+        raise InvalidParameterError("--optimal-attack declares what an attack's silence means for a claim: give "
+                                    "--claimed-epsilon too")
     if claimed_epsilon is not None and not (claimed_epsilon >= 0 and claimed_epsilon < float("inf")):
         raise InvalidParameterError(f"--claimed-epsilon must be a finite number ≥ 0, got {claimed_epsilon}")
     if power_trials < 1:
@@ -195,7 +213,8 @@ def _scores(flags: dict) -> None:
     from privaudit.audit.scores_audit import audit_score_file
 
     result = audit_score_file(observed, mechanism=family, design=provenance, delta=delta, significance=alpha,
-                              claimed_epsilon=claimed_epsilon, power_trials=power_trials, seed=seed, source=str(path))
+                              claimed_epsilon=claimed_epsilon, power_trials=power_trials, seed=seed, source=str(path),
+                              attack_optimal=flags["optimal_attack"], progress=not flags["quiet"])
     if target is not None:
         import json
 
@@ -204,6 +223,10 @@ def _scores(flags: dict) -> None:
         target.write_text(json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n")
     if json_output:
         print_json(result)
+        if result["swap_warning"] is not None:  # stdout holds the JSON; the one-line warning goes beside it
+            import sys
+
+            print(f"warning: {result['swap_warning']['message']}", file=sys.stderr)
         return
     from privaudit.audit.scores_audit import scores_audit_table
 
@@ -268,11 +291,11 @@ def _checkpoint(flags: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"one-run audit of {checkpoint}")
-    for name in ("estimator", "ε lower bound", "α", "ceiling", "power"):
+    for name in ("estimator", "ε lower bound", "α", "ceiling", "power (optimal attack, 2× claim)"):
         table.add_column(name)
     for b in result.bounds:
         table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.significance:.3g}", f"{b.ceiling:.4g}",
-                      "—" if b.power is None else f"{b.power.probability:.2f}")
+                      "—" if b.power is None else f"≥ {b.power.lower:.2f}")
     console.print(table)
     console.print(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}); {result.inserted} of {result.canaries} "
                   f"canaries inserted", highlight=False, markup=False)
@@ -332,12 +355,13 @@ def _gradient_canaries(flags: dict) -> None:
 
     details = result.details
     table = Table(title=f"gradient-canary audit of {checkpoint} ({view} view, white-box, every round)")
-    for name in ("estimator", "ε lower bound", "μ lower bound", "α", "ceiling", "power", "valid here"):
+    for name in ("estimator", "ε lower bound", "μ lower bound", "α", "ceiling", "power (optimal attack, 2× claim)",
+                 "valid here"):
         table.add_column(name)
     for b in result.bounds:
         valid = b.details.get("valid", True)
         table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", ("—" if b.details.get("mu_lb") is None else f"{b.details['mu_lb']:.4g}"), f"{b.significance:.3g}",
-                      f"{b.ceiling:.4g}", "—" if b.power is None else f"{b.power.probability:.2f}",
+                      f"{b.ceiling:.4g}", "—" if b.power is None else f"≥ {b.power.lower:.2f}",
                       "yes" if valid else "no (not used for the verdict)")
     console.print(table)
 

@@ -1,27 +1,31 @@
 """Helpers shared by CLI commands: error conversion, output folders checked before the work, JSON output.
 
 A command that writes files checks its ``--out`` with :func:`check_out_folder` before any work starts, and writes
-through :func:`save_outputs`, which never loses a finished result: when writing fails at the end anyway (the disk
-filled, the folder was removed), the files go to a fresh temporary folder and the error line says where.
+through its output folder (:mod:`privaudit.output_folder`; :func:`save_outputs` for a result written at the end), which
+never loses finished work: when a write fails anyway (the disk filled, the folder was removed), the work goes to a
+fresh temporary folder and the error line names the file and says where.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 
-from privaudit.errors import InvalidParameterError, PrivauditError
+from privaudit.errors import InvalidParameterError, OutputError, PrivauditError
+from privaudit.output_folder import OutputFolder, opened
 
 # typer >= 0.29 vendors click as ``typer._click``; older releases depend on click itself.
 click_exceptions = importlib.import_module(
@@ -29,6 +33,36 @@ click_exceptions = importlib.import_module(
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: ``--help`` is rendered at least this many columns wide (:func:`option_names_kept_whole`).
+MIN_HELP_WIDTH = 80
+
+
+@contextlib.contextmanager
+def option_names_kept_whole() -> Iterator[None]:
+    """Within the block, ``--help`` renders at least :data:`MIN_HELP_WIDTH` columns wide.
+
+    Narrower, rich cuts the options' names to what fits, so two options that share a prefix read as one option listed
+    twice (``--yogi-b…`` for ``--yogi-beta1`` and ``--yogi-beta2`` at 40 columns). A wider terminal keeps its width, and
+    a ``TERMINAL_WIDTH`` the user set is left alone: typer takes its help width from that variable when it imports
+    ``typer.rich_utils`` (the first time it renders help) and from ``rich_utils.MAX_WIDTH`` after that.
+    """
+    if os.environ.get("TERMINAL_WIDTH"):
+        yield
+        return
+    width = max(MIN_HELP_WIDTH, shutil.get_terminal_size().columns)
+    os.environ["TERMINAL_WIDTH"] = str(width)
+    loaded = sys.modules.get("typer.rich_utils")
+    if loaded is not None:
+        loaded.MAX_WIDTH = width
+    try:
+        yield
+    finally:
+        os.environ.pop("TERMINAL_WIDTH", None)
+        rich_utils = sys.modules.get("typer.rich_utils")
+        if rich_utils is not None:
+            rich_utils.MAX_WIDTH = None
 
 
 def fail(message: str) -> typer.Exit:
@@ -62,6 +96,28 @@ def os_error_message(exc: OSError) -> str:
     """``<file>: <reason>`` of an :class:`OSError`, without the ``[Errno N]`` noise."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{exc.filename}: {reason}" if exc.filename is not None else reason
+
+
+def check_workers(workers: int | None, clients: int | None = None, *, local: bool = True, flag: str = "--workers") -> None:
+    """Refuse, in one line, a worker count below 1 or, for ``local`` processes, above this machine's CPU cores
+    (``None``: the command's default; a Ray cluster, ``local=False``, may have more cores than this machine).
+
+    More processes than cores (or, given ``clients``, than clients to train) help nothing: each worker is a spawned
+    Python process that imports torch, so ``train --workers 1000`` on 4 clients only starts processes that wait.
+    """
+    if workers is None:
+        return
+    if workers < 1:
+        raise InvalidParameterError(f"{flag} must be at least 1, got {workers}")
+    from privaudit.device import cpu_cores
+
+    cores = cpu_cores()
+    if local and workers > cores:
+        raise InvalidParameterError(f"{flag} {workers} is more than this machine's {cores} CPU cores: extra worker processes only "
+                                    f"wait for a core; use --workers {cores} or fewer")
+    if clients is not None and workers > clients > 0:
+        raise InvalidParameterError(f"{flag} {workers} is more than the federation's {clients} clients: at most one worker per "
+                                    f"client trains; use --workers {clients} or fewer")
 
 
 # -- output folders ---------------------------------------------------------------------------------
@@ -109,22 +165,28 @@ class SavedOutputs:
 
 
 def save_outputs(write: Callable[[Path], T], out: Path, *, command: str, flag: str = "--out") -> SavedOutputs:
-    """``write(out)``; if that fails, ``write`` into a new temporary folder, so the finished work is kept.
+    """``write(out)``; if that fails, ``write`` into a temporary folder, so the finished work is kept.
 
-    The command prints its summary either way and then, if :attr:`SavedOutputs.problem` is set, raises
-    :func:`fail` with it (exit code 2). If even the temporary folder cannot be written, ``value`` is ``None``
-    and the problem says so: the command must then print its result instead.
+    The one mechanism of :mod:`privaudit.output_folder`: ``out`` is the command's output folder (:func:`opened` by it,
+    or one of its own), so a folder that moved already during the run (a checkpoint or trial journal that filled the
+    disk) receives the result in the same temporary folder. The command prints its summary either way and then, if
+    :attr:`SavedOutputs.problem` is set, raises :func:`fail` with it (exit code 2): the line names the file that could
+    not be written and where the work went. If even the temporary folder cannot be written, ``value`` is ``None`` and
+    the problem says so: the command must then print its result instead.
     """
-    try:
-        return SavedOutputs(write(Path(out)))
-    except OSError as exc:
-        first = f"could not write {flag} {out} ({os_error_message(exc)})"
-    try:
-        rescue = Path(tempfile.mkdtemp(prefix=f"privaudit-{command}-"))
-        value = write(rescue)
-    except OSError as exc:
-        return SavedOutputs(None, f"{first}, nor a temporary folder ({os_error_message(exc)}); the result was printed instead")
-    return SavedOutputs(value, f"{first}; the finished result was saved to {rescue} instead")
+    with opened(out, command) as folder:  # the command's own (reported here), or the one it opened for the whole run
+        try:
+            value = folder.run(write)
+        except OutputError as exc:
+            return SavedOutputs(None, f"{exc}; the result was printed instead")
+    moved = folder.relocation
+    return SavedOutputs(value, None if moved is None else moved.message(flag, "result"))
+
+
+def relocation_problem(folder: OutputFolder, *, flag: str = "--out", what: str = "work") -> str | None:
+    """The error line of a command whose output folder moved during the run (``None`` if it did not)."""
+    moved = folder.relocation
+    return None if moved is None else moved.message(flag, what)
 
 
 def json_safe(value: Any) -> Any:

@@ -21,7 +21,7 @@ from privaudit.cli.common import check_out_folder, cli_errors, fail, print_json
 MECHANISMS = ("gaussian", "subsampled-gaussian", "laplace", "pure-dp", "upcycled-output", "upcycled-objective", "pfa-reference")
 
 # Flags each mechanism requires / accepts (typer option names without dashes, as the function's parameters).
-_COMMON = {"delta", "accountant", "neighbouring", "json_output", "vdi", "eps_error", "time_limit"}
+_COMMON = {"delta", "accountant", "neighbouring", "json_output", "vdi", "eps_error", "work_limit"}
 _REQUIRED: dict[str, set[str]] = {
     "gaussian": {"noise_multiplier", "steps", "delta"},
     "subsampled-gaussian": {"noise_multiplier", "sample_rate", "steps", "delta"},
@@ -266,21 +266,31 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
     if claims_nothing:  # a run that recorded no privacy event at all (checkpoints of non-private runs before events existed)
         data.update({"max_epsilon": math.inf, "mean_epsilon": math.inf, "guarantee": "none",
                      "statement": f"{NO_GUARANTEE}: the run records no privacy events (no DP claim)"})
-    reported = read_manifest(checkpoint).get("reported_epsilon") or []  # what the training framework itself claimed
+    manifest = read_manifest(checkpoint)
+    reported = manifest.get("reported_epsilon") or []  # what the training framework itself claimed
     if reported:
-        data["reported_epsilon"] = reported
+        from privaudit.accounting.reported import assess_all
+
+        data["reported_epsilon"] = reported = assess_all(reported if isinstance(reported, list) else [], ledger, accountant)
     written = None
     if out is not None:
         from privaudit.report.producers import ledger_result
 
-        written = _write_result(out, ledger_result(ledger, delta, accountant, manifest=read_manifest(checkpoint),
-                                                   checkpoint=checkpoint))
+        written = _write_result(out, ledger_result(ledger, delta, accountant, manifest=manifest, checkpoint=checkpoint,
+                                                   reported=reported or None))
     if json_output:
         print_json(data)
         return
+    _print_checkpoint(summary, data, reported, claims_nothing, delta, written)
+
+
+def _print_checkpoint(summary, data: dict[str, Any], reported: list, claims_nothing: bool, delta: float,
+                      written: Path | None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from privaudit.accounting.reported import CERTIFIED, REFUTED, describe_assessment
 
     console = Console()
     table = Table(title=f"per-client ε at δ = {delta:g} ({summary.accountant})", title_justify="left")
@@ -295,17 +305,20 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
         console.print(f"[bold red]max ε = inf — {escape(data['statement'])}[/bold red]")
         if not claims_nothing:
             console.print("[red]those clients' releases add no calibrated noise (see the assumptions)[/red]")
+    elif data["guarantee"] == "invalid":
+        console.print(f"[bold red]{escape(data['statement'])}[/bold red]")
     else:
         console.print(f"max ε = {_fmt(summary.max_epsilon)}   mean ε = {_fmt(summary.mean_epsilon)}   (the federation's guarantee is the max)")
-    for claim in reported if isinstance(reported, list) else []:
+    failures = [(cid, reason, rounds) for cid, c in summary.per_client.items() for reason, rounds in c.failures]
+    for cid, reason, rounds in failures[:8]:
+        console.print(f"[red]invalid for client {escape(cid)} ({_rounds(rounds)}):[/red] {escape(reason)}")
+    if len(failures) > 8:
+        console.print(f"[red](+{len(failures) - 8} more reasons: per_client.*.failures in --json)[/red]")
+    for claim in reported:
         if isinstance(claim, dict):
-            who = "" if claim.get("client") is None else f" for client {claim['client']}"
-            value = claim.get("epsilon")
-            shown = _fmt(float(value)) if isinstance(value, int | float) else str(value)
-            console.print(f"reported by {escape(str(claim.get('source')))}{escape(who)}: ε = {escape(shown)} at δ = {claim.get('delta')} "
-                          f"(privaudit's {summary.accountant} above, at δ = {delta:g})")
-    if not summary.all_valid:
-        console.print("[red]some clients' ε rest on assumptions that fail (valid = no): see their assumptions in --json[/red]")
+            status = (claim.get("assessment") or {}).get("status")
+            style = "green" if status == CERTIFIED else "bold red" if status == REFUTED else "yellow"
+            console.print(f"[{style}]reported by[/{style}] {escape(describe_assessment(claim))}")
     assumptions = sorted({a for c in summary.per_client.values() for a in c.assumptions})
     for line in assumptions[:5]:
         console.print(f"[dim]assumption:[/dim] {escape(line)}")
@@ -313,6 +326,14 @@ def _run_checkpoint(checkpoint: Path, delta: float | None, accountant: str, json
         console.print(f"[dim](+{len(assumptions) - 5} more client-specific assumptions; see --json)[/dim]")
     if written is not None:
         console.print(f"ledger result: {escape(str(written))}", soft_wrap=True)  # a path is never wrapped
+
+
+def _rounds(rounds: tuple[int, ...]) -> str:
+    if len(rounds) == 1:
+        return f"round {rounds[0]}"
+    if list(rounds) == list(range(rounds[0], rounds[-1] + 1)):
+        return f"rounds {rounds[0]}–{rounds[-1]}"
+    return "rounds " + ", ".join(str(r) for r in rounds[:6]) + (", …" if len(rounds) > 6 else "")
 
 
 def register(app: typer.Typer) -> None:
@@ -329,7 +350,12 @@ def register(app: typer.Typer) -> None:
         accountant: str = typer.Option("auto", "--accountant", "-a", help="auto (ctd → prv → pld → rdp), ctd, rdp, prv, pld, gdp, pure, or all."),
         vdi: float | None = typer.Option(None, "--vdi", help="Discretisation interval h of the ctd and pld accountants (default: ctd adapts h to the loss spread, pld 1e-4)."),
         eps_error: float | None = typer.Option(None, "--eps-error", help="ε error bound of the prv accountant (default: 0.5 % of ε, at least 1e-3)."),
-        time_limit: float = typer.Option(30.0, "--time-limit", help="Seconds an accountant (or a calibration) may run before it declines; auto then falls back."),
+        work_limit: float = typer.Option(
+            30.0, "--work-limit", help="Work units (1e9 operations of privaudit's cost model each; about 1 s of a quiet core) "
+                                      "the accountants may use for one ε (auto's chain and a calibration share them), counted "
+                                      "before they run: beyond it an accountant declines and auto falls back. The same on every "
+                                      "machine, so one command gives one answer."),
+        time_limit: float | None = typer.Option(None, "--time-limit", hidden=True, help="Replaced by --work-limit."),
         neighbouring: str = typer.Option("add-remove", "--neighbouring", help="add-remove or replace-one (doubles Gaussian/Laplace sensitivity)."),
         sampling: str | None = typer.Option(None, "--sampling", help="poisson (default) or fixed-size (a batch of q·n drawn without replacement; either --neighbouring)."),
         tensors: int | None = typer.Option(None, "--tensors", help="Noise added per tensor to L separately clipped tensors: effective σ/√L (PrivateFL CDP)."),
@@ -364,19 +390,22 @@ def register(app: typer.Typer) -> None:
         from privaudit.accounting.accountants import accountant_options
         from privaudit.accounting.limits import set_default_limits
 
-        for flag, value in (("vdi", vdi), ("eps_error", eps_error), ("time_limit", time_limit)):
+        if time_limit is not None:
+            raise fail("--time-limit was replaced by --work-limit (work units counted before an accountant runs, so the "
+                       "answer no longer depends on the machine's load; 30 by default)")
+        for flag, value in (("vdi", vdi), ("eps_error", eps_error), ("work_limit", work_limit)):
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise fail(f"{_flag(flag)} must be a positive number, got {value}")
-        for key in ("vdi", "eps_error", "time_limit"):
+        for key in ("vdi", "eps_error", "work_limit", "time_limit"):
             given.pop(key)
-        previous = set_default_limits(seconds=time_limit)
+        previous = set_default_limits(work=work_limit)
         try:
             # extreme inputs (σ → 0) overflow intermediate arrays on purpose: the accountants check their results
             # (an overflowed estimate is refused, an infinite ε reported as such), so numpy's warnings are noise here
             with accountant_options(value_discretization_interval=vdi, eps_error=eps_error), np.errstate(all="ignore"):
                 _compute_epsilon(given)
         finally:
-            set_default_limits(previous.seconds, previous.memory_bytes)
+            set_default_limits(previous.work, previous.memory_bytes)
 
 
 def _check_sources(given: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from privaudit.cli.common import check_out_folder, cli_errors
+from privaudit.cli.common import check_out_folder, cli_errors, fail, relocation_problem
+from privaudit.output_folder import opened
 
 
 def register(app: typer.Typer) -> None:
@@ -36,7 +37,11 @@ def register(app: typer.Typer) -> None:
             page = build_page(list(inputs), out)
             console.print(f"page: {page.markdown}  ({len(page.images)} figures)")
             return
-        files = build_report(list(inputs), out, title=title, note=note)
+        with opened(out, "report") as folder:  # a full disk: the report is written into a temporary folder instead
+            files = build_report(list(inputs), out, title=title, note=note)
         console.print(f"report: {files.markdown}  ·  {files.html}  ·  {files.merged}  ({len(files.figures)} figures)")
         if files.missing:
             console.print(f"[dim]no results for: {', '.join(files.missing)}[/dim]")
+        problem = relocation_problem(folder, what="report")
+        if problem:
+            raise fail(problem)

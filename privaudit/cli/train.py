@@ -14,14 +14,23 @@ models and training are imported when the command runs.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from privaudit.cli.common import check_out_folder, cli_errors, print_json
+from privaudit.cli.common import (
+    check_out_folder,
+    check_workers,
+    cli_errors,
+    fail,
+    print_json,
+    relocation_problem,
+)
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import OutputFolder, opened
 
 _COMMON_PANEL = "Federation"
 _ALGORITHM_PANEL = "Algorithm options (apply to the algorithms named in brackets)"
@@ -161,21 +170,19 @@ def _summary(result, out: Path | None) -> dict[str, Any]:
     }
 
 
-def _write_training_result(out: Path) -> Path:
-    """Write ``out/training.json``: accuracy per evaluated round of the run just checkpointed in ``out``.
+def _write_training_result(folder: OutputFolder) -> Path:
+    """Write ``training.json`` beside the checkpoint just written in ``folder``: accuracy per evaluated round.
 
     Built from the verified manifest (:func:`privaudit.report.producers.training_result`), so it says exactly
-    what the checkpoint records; the checkpoint reader never opens it.
+    what the checkpoint records; the checkpoint reader never opens it. Through the checkpoint's output folder: a
+    failed write moves the checkpoint to a temporary folder with it (:mod:`privaudit.output_folder`).
     """
     from privaudit.fl.engine.checkpoint import TRAINING_RESULT, read_manifest
     from privaudit.report.producers import training_result
     from privaudit.report.results import write_result
 
-    path = Path(out) / TRAINING_RESULT
-    try:
-        return write_result(path, training_result(read_manifest(out), out))
-    except OSError as exc:
-        raise InvalidParameterError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return folder.save_with(TRAINING_RESULT, lambda path: write_result(path, training_result(read_manifest(path.parent),
+                                                                                             path.parent)))
 
 
 def register(app: typer.Typer) -> None:
@@ -195,8 +202,7 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError(f"train needs {', '.join(missing)} (or --list)")
         if kwargs["threads"] < 1:
             raise InvalidParameterError(f"--threads must be at least 1, got {kwargs['threads']}")
-        if kwargs["workers"] < 1:
-            raise InvalidParameterError(f"--workers must be at least 1, got {kwargs['workers']}")
+        check_workers(kwargs["workers"], kwargs["num_clients"])
         if kwargs["out"] is not None:  # before any data is loaded or model built
             check_out_folder(kwargs["out"])
         from privaudit.device import resolve_device
@@ -241,23 +247,27 @@ def register(app: typer.Typer) -> None:
             eval_train_loss=kwargs["eval_train_loss"],
         )
         out = kwargs["out"]
-        result = run_training(
-            spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"], progress=not kwargs["quiet"]
-        )
-        summary = _summary(result, out)
-        if out is not None:
-            summary["training_result"] = str(_write_training_result(out))
+        # the checkpoint's folder: should the disk fill, what was written moves to a temporary folder and training goes on
+        with opened(out, "train") if out is not None else contextlib.nullcontext() as folder:
+            result = run_training(spec, out, save_client_updates=kwargs["save_client_updates"], overwrite=kwargs["overwrite"],
+                                  progress=not kwargs["quiet"])
+            summary = _summary(result, None if folder is None else folder.path)
+            if folder is not None:
+                summary["training_result"] = str(_write_training_result(folder))
         summary.update(result.algorithm.summary_rows(result))  # what the algorithm adds (PFA: ε spent, uplink; PrivateFL: ε)
         if kwargs["json_"]:
             print_json(summary)
-            return
-        from rich.console import Console
-        from rich.table import Table
+        else:
+            from rich.console import Console
+            from rich.table import Table
 
-        table = Table(title="privaudit train", show_header=False, title_justify="left")
-        for key, value in summary.items():
-            table.add_row(key.replace("_", " "), f"{value:.4g}" if isinstance(value, float) else str(value))
-        Console().print(table)
+            table = Table(title="privaudit train", show_header=False, title_justify="left")
+            for key, value in summary.items():
+                table.add_row(key.replace("_", " "), f"{value:.4g}" if isinstance(value, float) else str(value))
+            Console().print(table)
+        problem = None if folder is None else relocation_problem(folder, what="checkpoint")
+        if problem:
+            raise fail(problem)
 
     parameters = common + registry_parameters
     train.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]

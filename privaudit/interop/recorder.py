@@ -7,7 +7,7 @@ Public API (stable; typed; everything else in this module is private)::
                                  num_classes=None, data_range=None) -> DatasetReference
     ModelFactory(factory: str, kwargs: Mapping[str, Any] = {})            # "package.module:function"
     GaussianRelease(clients, *, noise_multiplier=None, noise_std=None, clip, sensitivity=None, sample_rate=1.0,
-                    sampling="poisson", steps=1, level="record", assumptions=(), note="")
+                    sampling=None, steps=1, level="record", assumptions=(), note="")   # sampling: required when q < 1
     NoDP(clients, reason="no calibrated noise")
     privacy_events(release, round) -> list[PrivacyEvent]                  # GaussianRelease | NoDP | PrivacyEvent
 
@@ -21,7 +21,8 @@ Public API (stable; typed; everything else in this module is private)::
                       privacy_events: Sequence[GaussianRelease | NoDP | PrivacyEvent] = (),
                       sampled_clients: Sequence[int] | None = None,
                       metrics: Mapping[str, float] | None = None) -> None
-        .report_epsilon(epsilon: float, delta: float, *, source: str, client: int | str | None = None) -> None
+        .report_epsilon(epsilon: float, delta: float, *, source: str, client: int | str | None = None,
+                        accounted_as: FrameworkAccounting | None = None) -> None
         .set_budget(client, epsilon, delta) -> None
         .close() -> Path                        # writes manifest.json last; also on leaving a ``with`` block
         .path -> Path
@@ -64,7 +65,16 @@ privaudit's tight accountants (``compute-epsilon --checkpoint``). A client that 
 recorded release) with no event for it is recorded as *no DP guarantee* for that client (ε = ∞), never as free — unless the round has a
 client-level (``"server"``) event: central DP protects what the trusted server publishes, and the client releases
 recorded beside it are what that server saw, not something the guarantee covers. ``report_epsilon`` keeps what your
-framework claimed (e.g. opacus's own ε), shown beside privaudit's figure.
+framework claimed (e.g. opacus's own ε), shown beside privaudit's figure and — given what its accountant composed
+(``accounted_as``) — classified as a certified upper bound, not an upper bound for what ran, or refuted
+(:mod:`privaudit.accounting.reported`). A sampling rate below 1 needs its scheme (``sampling="poisson"`` or
+``"fixed-size"``; no default), and client-level releases declared Poisson whose rounds all sampled the same number of
+clients — improbable under Poisson sampling (:data:`SAMPLING_ALPHA`) — are marked invalid with the reason when the
+recorder closes.
+
+**Checked early.** The architecture, the model against the dataset's records and ``out_dir`` are checked when the
+recorder is created, so create it before your loop trains: a custom module without ``architecture=`` is refused
+before the first round, never after the last.
 """
 
 from __future__ import annotations
@@ -84,6 +94,7 @@ from torch import nn
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
+from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import CheckpointError, InvalidParameterError
 from privaudit.fl.engine.architecture import (
     FACTORY,
@@ -107,6 +118,9 @@ __all__ = [
 
 #: The ``recorded`` section's marker: which privaudit module wrote the checkpoint.
 RECORDER = "privaudit.interop.recorder"
+#: A constant number of sampled clients over rounds declared Poisson-sampled is flagged when, under the declared
+#: Poisson sampling, all those rounds sampling one and the same number has a probability below this.
+SAMPLING_ALPHA = 1e-3
 
 
 # -- the data ------------------------------------------------------------------------------------------
@@ -239,7 +253,11 @@ class GaussianRelease:
     the default there); noise on one client's whole clipped update that protects its *records* has Δ = 2C (the update
     may change anywhere in the ball of radius C). Record-level releases must state Δ: there is no safe default. ``sample_rate`` q and ``sampling`` (``poisson`` or ``fixed-size``)
     describe how each step samples what it protects (records within a client for DP-SGD; clients for central DP);
-    q = 1 means every step sees everything. Accounted as ``steps`` runs of ``Gaussian(z)`` (q = 1) or
+    q = 1 means every step sees everything. With q < 1 ``sampling`` must be given, as there is no safe default either:
+    ``"poisson"`` (each unit independently with probability q, so the number sampled varies) or ``"fixed-size"``
+    (exactly q·N drawn without replacement — the ordinary ``random.sample`` loop, and Flower's — for which an added
+    unit displaces a sampled one and the guarantee is far weaker: σ = 1, q = 0.5, 10 rounds, δ = 1e-5 gives ε = 31.4
+    fixed-size against 10.5 Poisson). Accounted as ``steps`` runs of ``Gaussian(z)`` (q = 1) or
     ``SubsampledGaussian(z, q, sampling)`` with z = noise std / Δ.
     """
 
@@ -249,7 +267,7 @@ class GaussianRelease:
     clip: float | None = None
     sensitivity: float | None = None
     sample_rate: float = 1.0
-    sampling: str = "poisson"
+    sampling: str | None = None
     steps: int = 1
     level: str = "record"
     assumptions: Sequence[str] = ()
@@ -272,6 +290,11 @@ class GaussianRelease:
                                         "per-example clipped sums, sensitivity=2*clip for noise on a whole clipped update")
         if isinstance(self.steps, bool) or int(self.steps) != self.steps or self.steps < 1:
             raise InvalidParameterError(f"steps must be a positive integer, got {self.steps!r}")
+        if self.sampling is None and isinstance(self.sample_rate, int | float) and self.sample_rate < 1:
+            raise InvalidParameterError(
+                f"sample_rate={self.sample_rate:g} needs sampling='poisson' (each independently with probability q: the "
+                "number sampled varies) or sampling='fixed-size' (exactly q·N drawn without replacement, e.g. "
+                "random.sample; far weaker guarantees): there is no safe default")
         self.mechanism()  # validates σ, q and the sampling scheme now, where the user made the mistake
 
     @property
@@ -289,7 +312,7 @@ class GaussianRelease:
             if float(self.sample_rate) > 1.0:
                 raise InvalidParameterError(f"sample_rate must lie in (0, 1], got {self.sample_rate}")
             return Gaussian(self.multiplier)
-        return SubsampledGaussian(self.multiplier, float(self.sample_rate), Sampling.parse(self.sampling))
+        return SubsampledGaussian(self.multiplier, float(self.sample_rate), Sampling.parse(self.sampling))  # type: ignore[arg-type]
 
     def client_ids(self) -> list[str]:
         clients = [self.clients] if isinstance(self.clients, int | str) else list(self.clients)
@@ -304,7 +327,7 @@ class GaussianRelease:
         text = (f"Gaussian noise of std {self.std:g} on contributions clipped to C = {float(self.clip):g} (L2 sensitivity "  # type: ignore[arg-type]
                 f"Δ = {delta:g}, multiplier z = {self.multiplier:g})")
         if float(self.sample_rate) < 1:
-            text += f", {Sampling.parse(self.sampling).value.replace('_', ' ')} sampling q = {float(self.sample_rate):g}"
+            text += f", {Sampling.parse(self.sampling).value.replace('_', ' ')} sampling q = {float(self.sample_rate):g}"  # type: ignore[arg-type]
         return text + f", {int(self.steps)} step(s)"
 
 
@@ -414,6 +437,7 @@ class FederationRecorder:
         self._shapes = {k: list(v.shape) for k, v in initial.items()}
         self._check_model_fits(model)
         self._metrics: list[dict[str, Any]] = []
+        self._observed: dict[int, int] = {}  # round → number of clients seen training in it (when the caller said)
         self._reported: list[dict[str, Any]] = []
         self._round = 0
         self._has_releases = False
@@ -492,15 +516,28 @@ class FederationRecorder:
         self._ledger.record_all(PrivacyEvent.no_guarantee(c, round, "trained or released a model with no privacy event recorded")
                                 for c in unaccounted)
         self._metrics.append(_round_metrics(round, sampled, metrics))
+        if sampled_clients is not None or releases:
+            self._observed[round] = len(sampled)
         self._round = round
 
-    def report_epsilon(self, epsilon: float, delta: float, *, source: str, client: int | str | None = None) -> None:
-        """Keep an ε your framework reported (e.g. opacus's ``get_epsilon``), shown beside privaudit's own figure."""
+    def report_epsilon(self, epsilon: float, delta: float, *, source: str, client: int | str | None = None,
+                       accounted_as: FrameworkAccounting | None = None) -> None:
+        """Keep an ε your framework reported (e.g. opacus's ``get_epsilon``), shown beside privaudit's own figure.
+
+        ``accounted_as`` says what the framework's accountant composed (its method and mechanisms, in privaudit's
+        terms); with it, ``compute-epsilon --checkpoint`` and reports classify the figure as a certified upper bound,
+        not an upper bound for what ran, or refuted (:mod:`privaudit.accounting.reported`); without it, unverified.
+        """
         value = float(epsilon)
         if math.isnan(value) or value < 0 or not 0 <= float(delta) < 1:
             raise InvalidParameterError(f"a reported ε must be ≥ 0 with δ in [0, 1), got ε={epsilon}, δ={delta}")
-        self._reported.append({"source": str(source), "epsilon": value if math.isfinite(value) else "inf",
-                               "delta": float(delta), "client": None if client is None else str(client)})
+        if accounted_as is not None and not isinstance(accounted_as, FrameworkAccounting):
+            raise InvalidParameterError("accounted_as is a privaudit.accounting.reported.FrameworkAccounting")
+        entry: dict[str, Any] = {"source": str(source), "epsilon": value if math.isfinite(value) else "inf",
+                                 "delta": float(delta), "client": None if client is None else str(client)}
+        if accounted_as is not None:
+            entry["accounted_as"] = accounted_as.to_dict()
+        self._reported.append(entry)
 
     def set_budget(self, client: int | str, epsilon: float, delta: float) -> None:
         """A per-client (ε, δ) budget, reported against the client's accounted ε."""
@@ -511,6 +548,8 @@ class FederationRecorder:
         if self._closed:
             return self.path
         from privaudit import __version__
+
+        self._check_poisson_counts()
 
         data = self.dataset
         sizes = [len(data.partition[k]) for k in sorted(data.partition)]
@@ -566,6 +605,52 @@ class FederationRecorder:
         self._closed = True
         return self.path
 
+    def _check_poisson_counts(self) -> None:
+        """Client-level releases declared Poisson-sampled whose rounds all sampled the same number of clients are
+        marked invalid, with the reason (:data:`SAMPLING_ALPHA`).
+
+        Under Poisson sampling at rate q of K clients the number sampled is Binomial(K, q), so R rounds that all
+        sample one number c have probability Σ_c P(c)^R. A loop that draws a fixed number (``random.sample``) does so
+        every round; its guarantee is the fixed-size one, far weaker. An invalid event rather than a refusal: the run
+        is kept (attacks and reports still read it) and ``compute-epsilon`` states no guarantee and says why.
+        """
+        clients = len(self.dataset.partition)
+        groups: dict[float, list[int]] = {}
+        for event in self._ledger.events:
+            m = event.mechanism
+            if (event.client_id == SERVER and isinstance(m, SubsampledGaussian) and m.sampling is Sampling.POISSON
+                    and m.sample_rate < 1 and event.round in self._observed):
+                groups.setdefault(m.sample_rate, []).append(event.round)
+        flagged: dict[tuple[float, int], str] = {}
+        for q, rounds in groups.items():
+            rounds = sorted(set(rounds))
+            counts = {self._observed[r] for r in rounds}
+            if len(rounds) < 2 or len(counts) != 1:
+                continue
+            p = _all_equal_probability(clients, q, len(rounds))
+            if p >= SAMPLING_ALPHA:
+                continue
+            (count,) = counts
+            reason = (f"declared Poisson sampling of clients at q = {q:g}, but all {len(rounds)} such rounds sampled "
+                      f"exactly {count} of the {clients} clients (probability {p:.2g} under Poisson sampling): the loop "
+                      "samples a fixed number, whose guarantee is the fixed-size one (sampling='fixed-size'; "
+                      "compute-epsilon --mechanism subsampled-gaussian --sampling fixed-size gives it)")
+            flagged.update({(q, r): reason for r in rounds})
+        if not flagged:
+            return
+        from dataclasses import replace
+
+        def checked(event: PrivacyEvent) -> PrivacyEvent:
+            m = event.mechanism
+            if event.client_id != SERVER or not isinstance(m, SubsampledGaussian) or m.sampling is not Sampling.POISSON:
+                return event
+            reason = flagged.get((m.sample_rate, event.round))
+            if reason is None:
+                return event
+            return replace(event, valid=False, note="; ".join(n for n in (event.note, reason) if n))
+
+        self._ledger.events = [checked(e) for e in self._ledger.events]
+
     def _write_training_result(self) -> None:
         """``training.json`` beside the manifest, as ``privaudit train`` writes it (accuracy per round, for reports)."""
         from privaudit.fl.engine.checkpoint import TRAINING_RESULT, read_manifest
@@ -580,6 +665,16 @@ class FederationRecorder:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
         if kind is None:
             self.close()
+
+
+def _all_equal_probability(clients: int, q: float, rounds: int) -> float:
+    """P(``rounds`` independent Binomial(``clients``, q) draws are all equal) = Σ_c P(c)^rounds."""
+    total = 0.0
+    for c in range(clients + 1):
+        log_p = (math.lgamma(clients + 1) - math.lgamma(c + 1) - math.lgamma(clients - c + 1)
+                 + c * math.log(q) + (clients - c) * math.log1p(-q))
+        total += math.exp(rounds * log_p)
+    return min(1.0, total)
 
 
 def _events(release: Release, round: int) -> list[PrivacyEvent]:

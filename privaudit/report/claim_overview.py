@@ -1,8 +1,11 @@
 """What the report's opening figure shows, read from claim-audit results: one panel per claim, one row per reading.
 
 A row holds, on one ε axis, the ε the claim states, the accountants' ε (an interval ``[lower, upper]``, a point
-where they coincide, an upper bound alone, or ∞) and the ε lower bounds the attacks certified. An attack's lower
-bound to the right of the claimed ε is what refutes a claim; an accountant's lower end to the right of it does too.
+where they coincide, a lower or an upper end alone, or ∞) and the ε lower bounds the attacks certified. An attack's
+lower bound to the right of the claimed ε is what refutes a claim; an accountant's lower end to the right of it does
+too. Which end of an accountant's ε holds follows :mod:`privaudit.accounting.evidence_ends` (the verdict's own rules):
+:func:`row_glyphs` says what the figure draws for a row — each end on its own, faded only where that end rests on
+assumptions that fail, so a refuting value is never faded — and :func:`row_statement` the number that decided it.
 
 Also the per-client ε the results record: a ledger result's ``per_client`` and the per-client tables readings keep
 in their ``details`` (:func:`per_client_epsilons`). Pure functions of result data: nothing here draws.
@@ -15,18 +18,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from privaudit.accounting.evidence_ends import Ends, ends
 from privaudit.report.results import Result
 
 
 @dataclass(frozen=True)
 class AccountantMark:
-    """One accountant's ε for a reading: ``lower`` ``None`` = only an upper bound is known (``inf``: no bound)."""
+    """One accountant's ε for a reading: ``lower`` ``None`` = only an upper bound is known (``inf``: no bound);
+    ``upper`` ``inf`` beside a finite ``lower`` = only the lower end is known."""
 
     label: str
     upper: float
     lower: float | None
     implementation: bool  # evidence about the code as run (else: under the paper's assumptions)
     assumptions_hold: bool
+
+    @property
+    def ends(self) -> Ends:
+        """Which end holds (:func:`privaudit.accounting.evidence_ends.ends`)."""
+        return ends(self.lower, self.upper, implementation=self.implementation, assumptions_hold=self.assumptions_hold)
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,72 @@ def _row(label: str, data: Mapping[str, Any], fallback_claimed: float | None) ->
         note = data.get("claimed", {}).get("note") if isinstance(data.get("claimed"), Mapping) else None
         row = ClaimRow(label, row.verdict, None, note=f"no ε: {note}" if note else "no ε stated or measured")
     return row
+
+
+@dataclass(frozen=True)
+class Glyph:
+    """One thing the overview draws on a row.
+
+    ``kind``: ``claimed`` (the row's claimed ε), ``exact`` (an accountant's lower and upper end coincide and both
+    hold, or both fail), ``lower`` / ``upper`` (one end of an accountant's ε), ``span`` (the line from an
+    accountant's lower to its upper end; ``start`` is the lower end) or ``attack`` (a certified lower bound).
+    ``source``: ``claimed``, ``implementation``, ``paper`` or ``attack``; ``slot``: the accountant's index in the row
+    (attacks and the claimed ε: 0). ``faded``: this end rests on assumptions that fail; ``refutes``: a holding lower
+    end above the row's claimed ε (never faded).
+    """
+
+    kind: str
+    value: float
+    source: str
+    slot: int = 0
+    start: float | None = None
+    faded: bool = False
+    refutes: bool = False
+
+
+def _accountant_glyphs(mark: AccountantMark, slot: int, claimed: float | None) -> list[Glyph]:
+    e = mark.ends
+    source = "implementation" if mark.implementation else "paper"
+    refutes = e.refutes(claimed)
+    if e.lower is not None and e.upper is not None and e.exact and e.lower_holds == e.upper_holds:
+        return [Glyph("exact", e.upper, source, slot, faded=not e.upper_holds, refutes=refutes)]
+    out = []
+    if e.lower is not None and e.upper is not None and not e.exact:
+        out.append(Glyph("span", e.upper, source, slot, start=e.lower, faded=not (e.lower_holds and e.upper_holds)))
+    if e.upper is not None:  # drawn before the lower end: where the two coincide, the holding lower end lies on top
+        out.append(Glyph("upper", e.upper, source, slot, faded=not e.upper_holds))
+    if e.lower is not None:
+        out.append(Glyph("lower", e.lower, source, slot, faded=not e.lower_holds, refutes=refutes))
+    return out
+
+
+def row_glyphs(row: ClaimRow) -> list[Glyph]:
+    """What the overview figure draws on ``row``, in drawing order."""
+    out = [] if row.claimed is None else [Glyph("claimed", row.claimed, "claimed")]
+    for slot, mark in enumerate(row.accountants):
+        out += _accountant_glyphs(mark, slot, row.claimed)
+    for bound in row.lower_bounds:
+        refutes = row.claimed is not None and bound.value > row.claimed * (1 + 1e-9)
+        out.append(Glyph("attack", bound.value, "attack", refutes=refutes))
+    return out
+
+
+def _short(value: float) -> str:
+    return "∞" if value == math.inf else f"{value:.3g}"
+
+
+def row_statement(row: ClaimRow) -> str:
+    """The number behind a row's verdict, where the marks hold it: the largest refuting lower bound (``ε ≥ 15.1``)
+    of a refuted row, the smallest certified upper bound at or below the claim (``ε ≤ 2.12``) of a consistent one."""
+    glyphs = row_glyphs(row)
+    if row.verdict == "refuted":
+        refuting = [g.value for g in glyphs if g.refutes]
+        return f"ε ≥ {_short(max(refuting))}" if refuting else ""
+    if row.verdict == "consistent" and row.claimed is not None:
+        uppers = [m.ends.upper for m in row.accountants if m.implementation and m.ends.upper_holds
+                  and m.ends.upper is not None and m.ends.upper <= row.claimed * (1 + 1e-9)]
+        return f"ε ≤ {_short(min(uppers))}" if uppers else ""
+    return ""
 
 
 def claim_panel(result: Result) -> ClaimPanel:

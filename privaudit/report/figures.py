@@ -123,27 +123,39 @@ def _axis_span(values: Sequence[float]) -> tuple[float, float]:
     return float(lo), float(max(hi, lo + 1))
 
 
-def claims_overview_figure(panels: Sequence, width: float = 11.0) -> bytes:
-    """One panel per claim (``privaudit.report.claim_overview.ClaimPanel``), one row per reading, on one log ε axis.
+#: How each glyph of :func:`privaudit.report.claim_overview.row_glyphs` is drawn: marker, size.
+_GLYPH_MARKERS = {"exact": ("D", 5), "lower": (">", 6.5), "upper": ("<", 6.5), "attack": (">", 7)}
+_FADED = 0.35
 
-    Per row: the claimed ε (black bar), each accountant's ε (blue: the code as run, purple: the paper's
-    assumptions; a line from lower to upper end, a diamond where they coincide, ◂ for an upper bound alone, faded
-    where the accountant's assumptions fail) and each attack's certified lower bound (red ▸: ε ≥ this). 0 and ∞
-    get their own positions at the ends of the axis. The panel title carries the claim's verdict in its colour.
+
+def overview_figure(panels: Sequence, width: float = 11.0):
+    """The claims at a glance as a matplotlib figure (the caller saves and closes it): one panel per claim
+    (``privaudit.report.claim_overview.ClaimPanel``), one row per reading, on one log ε axis.
+
+    Per row (:func:`~privaudit.report.claim_overview.row_glyphs`): the claimed ε (black bar), each accountant's ε
+    (blue: the code as run, purple: the paper's assumptions; ▶ a lower end, ◀ an upper end, a line between them, a
+    diamond where they coincide) and each attack's certified lower bound (red ▶: ε ≥ this). An end that rests on
+    assumptions that fail is faded (dashed line); a holding lower end never is, so a refuting value is always drawn
+    solid. 0 and ∞ get their own positions at the ends of the axis; every panel carries the ε tick labels, and each
+    row's verdict is written beside it with the number that decided it (:func:`~privaudit.report.claim_overview.
+    row_statement`). Every drawn glyph carries a ``gid`` ``"<kind>:<source>:refutes|plain:faded|solid"``.
     """
     from matplotlib.lines import Line2D
+
+    from privaudit.report.claim_overview import row_glyphs, row_statement
 
     values = [v for p in panels for v in p.values()]
     lo, hi = _axis_span(values)
     g = max(0.4, 0.08 * (hi - lo))  # width (decades) of the grey zones at either end that hold ε = 0 and ε = ∞
     x_zero, x_inf = 10 ** (lo - 1.5 * g), 10 ** (hi + 1.5 * g)
-    heights = [len(p.rows) + 1.2 for p in panels]
+    heights = [len(p.rows) + 1.9 for p in panels]  # + title and the panel's own ε tick labels
     fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights},
                              figsize=(width, 1.0 + 0.3 * sum(heights)))
 
     def at(value: float) -> float:
         return x_inf if value == math.inf else (x_zero if value <= 0 else value)
 
+    colours = {"implementation": _IMPLEMENTATION, "paper": _PAPER, "attack": _ATTACK, "claimed": _CLAIMED}
     for ax, panel in zip(axes[:, 0], panels, strict=True):
         n = len(panel.rows)
         ax.set_ylim(n - 0.5, -0.7)
@@ -158,33 +170,32 @@ def claims_overview_figure(panels: Sequence, width: float = 11.0) -> bytes:
                 note = row.note if len(row.note) <= 100 else row.note[:99] + "…"
                 ax.text(0.5, y, note, transform=ax.get_yaxis_transform(), ha="center", va="center",
                         fontsize=7.5, color="#555555", style="italic")
-            if row.claimed is not None:
-                ax.plot([at(row.claimed)], [y], "|", color=_CLAIMED, ms=16, mew=2.2, zorder=2)  # under the marks
             k = len(row.accountants)
-            for j, mark in enumerate(row.accountants):
-                yy = y - 0.3 + (0.3 * j / (k - 1) if k > 1 else 0.15)  # accountants above the row's middle, attacks below
-                colour = _IMPLEMENTATION if mark.implementation else _PAPER
-                alpha, style = (1.0, "-") if mark.assumptions_hold else (0.4, "--")
-                upper = at(mark.upper)
-                if mark.lower is None:
-                    ax.plot([upper], [yy], "<", color=colour, alpha=alpha, ms=6, zorder=3)
-                elif mark.lower >= mark.upper * (1 - 1e-9):
-                    ax.plot([upper], [yy], "D", color=colour, alpha=alpha, ms=5, zorder=3)
+            for glyph in row_glyphs(row):
+                colour = colours[glyph.source]
+                alpha = _FADED if glyph.faded else 1.0
+                gid = f"{glyph.kind}:{glyph.source}:{'refutes' if glyph.refutes else 'plain'}:{'faded' if glyph.faded else 'solid'}"
+                # accountants above the row's middle, attacks below
+                yy = y + 0.2 if glyph.source == "attack" else y - 0.3 + (0.3 * glyph.slot / (k - 1) if k > 1 else 0.15)
+                if glyph.kind == "claimed":
+                    ax.plot([at(glyph.value)], [y], "|", color=colour, ms=16, mew=2.2, zorder=2, gid=gid)  # under the marks
+                elif glyph.kind == "span":
+                    ax.plot([at(glyph.start), at(glyph.value)], [yy, yy], "--" if glyph.faded else "-", color=colour,
+                            alpha=alpha, lw=2.4, solid_capstyle="butt", zorder=3, gid=gid)
                 else:
-                    ax.plot([at(mark.lower), upper], [yy, yy], style, color=colour, alpha=alpha, lw=2.4,
-                            solid_capstyle="butt", zorder=3)
-                    ax.plot([at(mark.lower)], [yy], "|", color=colour, alpha=alpha, ms=7, mew=1.6, zorder=3)
-                    ax.plot([upper], [yy], "o", color=colour, alpha=alpha, ms=4.5, zorder=3)
-            for b in row.lower_bounds:
-                filled = b.value > 0
-                ax.plot([at(b.value)], [y + 0.2], ">", ms=7, zorder=5, color=_ATTACK,
-                        markerfacecolor=_ATTACK if filled else "white")
+                    marker, size = _GLYPH_MARKERS[glyph.kind]
+                    empty = glyph.kind == "attack" and glyph.value <= 0
+                    ax.plot([at(glyph.value)], [yy], marker, color=colour, alpha=alpha, ms=size, gid=gid,
+                            zorder=5 if glyph.kind in ("attack", "lower") else 4,
+                            markerfacecolor="white" if empty else colour)
+            statement = row_statement(row)
             verdict_colour = VERDICT_COLOURS.get(row.verdict, "#555555")
-            ax.text(1.005, y, row.verdict, transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7.5,
-                    color=verdict_colour, fontweight="bold")
+            ax.text(1.005, y, row.verdict + (f" · {statement}" if statement else ""), transform=ax.get_yaxis_transform(),
+                    ha="left", va="center", fontsize=7.5, color=verdict_colour, fontweight="bold")
         ax.set_yticks(range(n))
         ax.set_yticklabels([r.label if len(r.label) <= 44 else r.label[:43] + "…" for r in panel.rows], fontsize=7.5)
         ax.tick_params(axis="y", length=0)
+        ax.tick_params(axis="x", labelbottom=True, labelsize=8)  # ε is readable under every panel, not the last only
         colour = VERDICT_COLOURS.get(panel.verdict, "#333333")
         claimed = "no ε claimed" if panel.claimed is None else f"claimed ε = {panel.claimed:.4g}" + (
             f", δ = {panel.delta:g}" if panel.delta else "")
@@ -198,20 +209,32 @@ def claims_overview_figure(panels: Sequence, width: float = 11.0) -> bytes:
     bottom.set_xlim(10 ** (lo - 2 * g), 10 ** (hi + 2 * g))
     decades = range(int(lo), int(hi) + 1)
     bottom.set_xticks([x_zero, *(10.0 ** d for d in decades), x_inf])
-    bottom.set_xticklabels(["0", *(f"$10^{{{d}}}$" for d in decades), "∞"])
+    bottom.set_xticklabels(["0", *(_decade_label(d) for d in decades), "∞"])
     bottom.minorticks_off()
     bottom.set_xlabel("ε (log scale; the grey ends hold ε = 0 and ε = ∞)")
     handles = [Line2D([], [], ls="", marker="|", ms=12, mew=2.2, color=_CLAIMED, label="claimed ε"),
-               Line2D([], [], lw=2.4, marker="o", ms=4.5, color=_IMPLEMENTATION,
-                      label="accountant ε, the code as run (from lower | to upper ●)"),
+               Line2D([], [], lw=2.4, color=_IMPLEMENTATION, label="accountant ε, the code as run"),
                Line2D([], [], lw=2.4, color=_PAPER, label="accountant ε, the paper's assumptions"),
-               Line2D([], [], ls="", marker="D", ms=5, color="#555555", label="accountant ε, exact (lower = upper)"),
-               Line2D([], [], ls="", marker="<", ms=6, color="#555555", label="accountant: upper bound only"),
-               Line2D([], [], lw=2.4, ls="--", alpha=0.4, color="#555555", label="faded: its assumptions fail"),
+               Line2D([], [], ls="", marker=">", ms=6.5, color="#555555", label="accountant: lower end (ε ≥)"),
+               Line2D([], [], ls="", marker="<", ms=6.5, color="#555555", label="accountant: upper end (ε ≤)"),
+               Line2D([], [], ls="", marker="D", ms=5, color="#555555", label="accountant: exact (lower = upper)"),
+               Line2D([], [], lw=2.4, ls="--", alpha=_FADED, color="#555555",
+                      label="faded: that end rests on assumptions that fail"),
                Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, label="attack: certified ε lower bound"),
                Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, markerfacecolor="white", label="attack: lower bound 0")]
-    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=7.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=7.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
+    return fig
+
+
+def _decade_label(d: int) -> str:
+    """A decade as a plain number where that is short (0.1 … 1000), else as a power of ten."""
+    return f"{10.0 ** d:g}" if -1 <= d <= 3 else f"$10^{{{d}}}$"
+
+
+def claims_overview_figure(panels: Sequence, width: float = 11.0) -> bytes:
+    """:func:`overview_figure` as PNG bytes."""
+    fig = overview_figure(panels, width)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI)
     plt.close(fig)

@@ -105,14 +105,24 @@ def training_result(manifest: Mapping[str, Any], checkpoint: str | Path | None =
 # ledger
 # ------------------------------------------------------------------------------------------------
 def ledger_data(ledger: PrivacyLedger, delta: float, accountant: str = "auto",
-                manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                manifest: Mapping[str, Any] | None = None, reported: Sequence[Any] | None = None) -> dict[str, Any]:
     """Per-client ε at ``delta`` (``PrivacyLedger.summary``: max over clients is the federation's guarantee).
 
-    Adds the run's ``rounds`` and ``steps`` (releases) in total, and the ids of clients over budget or whose ε
-    rests on failed assumptions.
+    Adds the run's ``rounds`` and ``steps`` (releases) in total, the ids of clients over budget or whose ε
+    rests on failed assumptions, and the ε the training framework itself reported (the manifest's
+    ``reported_epsilon``), each classified against the recorded releases (:mod:`privaudit.accounting.reported`;
+    ``reported``: entries already classified, e.g. by the command that prints them).
     """
     summary = ledger.summary(delta, accountant=accountant)
     data = summary.to_dict()
+    if reported is None:
+        raw = (manifest or {}).get("reported_epsilon") or []
+        if raw:
+            from privaudit.accounting.reported import assess_all
+
+            reported = assess_all(raw if isinstance(raw, list) else [], ledger, accountant)
+    if reported:
+        data["reported_epsilon"] = list(reported)
     data.update({
         "algorithm": _algorithm(manifest) if manifest is not None else None,
         "rounds": _total_rounds(manifest, ledger),
@@ -127,9 +137,10 @@ def ledger_data(ledger: PrivacyLedger, delta: float, accountant: str = "auto",
 
 
 def ledger_result(ledger: PrivacyLedger, delta: float, accountant: str = "auto",
-                  manifest: Mapping[str, Any] | None = None, checkpoint: str | Path | None = None) -> Result:
+                  manifest: Mapping[str, Any] | None = None, checkpoint: str | Path | None = None,
+                  reported: Sequence[Any] | None = None) -> Result:
     """A ``ledger`` result: :func:`ledger_data` with the run's config and the query (δ, accountant)."""
-    data = ledger_data(ledger, delta, accountant, manifest)
+    data = ledger_data(ledger, delta, accountant, manifest, reported)
     config = {**_run_config(manifest or {}, checkpoint), "delta": delta, "accountant": accountant}
     return make_result("ledger", f"Per-client ε: {_run_name(data['algorithm'], checkpoint)}", data, config,
                        seed=_seed(manifest or {}))

@@ -11,6 +11,10 @@
                     "command": "privaudit ...", "seed": 0, "packages": {"numpy": "...", "torch": "..."}},
      "inputs": {"name": "path relative to this file", ...}}
 
+``command`` is the program that wrote the result as it was started (``privaudit train …``, ``python my_loop.py …``,
+``flwr-serverapp …``), every secret-looking value redacted (:mod:`privaudit.report.command_line`); a command given
+explicitly is redacted too.
+
 Figures are not embedded in result files; the report layer draws them from ``data``. ``inputs`` (optional)
 declares the other files a result is rendered with — another result it is joined with, or a figure the run drew
 that the numbers cannot redraw (a reconstruction grid); each kind may require some (:data:`REQUIRED_INPUTS`).
@@ -37,6 +41,7 @@ from typing import Any
 
 from privaudit import __version__
 from privaudit.errors import InvalidParameterError
+from privaudit.report.command_line import current_command, redact_text
 
 RESULT_SCHEMA = "privaudit.result/1"
 
@@ -98,13 +103,20 @@ def provenance(command: str | None = None, seed: int | None = None, extra: dict[
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "command": command if command is not None else " ".join(["privaudit", *sys.argv[1:]]),
+        "command": redact_text(command) if command is not None else current_command(),
         "seed": seed,
         "packages": packages,
     }
     if extra:
         out.update(extra)
     return out
+
+
+def _redacted(prov: dict[str, Any]) -> dict[str, Any]:
+    """Provenance as written: its command redacted again, so a result read from an older file never carries a secret
+    into a merged ``results.json`` or a report."""
+    command = prov.get("command") if isinstance(prov, dict) else None
+    return {**prov, "command": redact_text(command)} if isinstance(command, str) else prov
 
 
 def _jsonable(value: Any) -> Any:
@@ -156,7 +168,7 @@ class Result:
             "title": self.title,
             "data": _jsonable(self.data),
             "config": _jsonable(self.config),
-            "provenance": _jsonable(self.provenance),
+            "provenance": _jsonable(_redacted(self.provenance)),
         }
         if self.inputs:
             out["inputs"] = dict(self.inputs)
@@ -193,11 +205,11 @@ def make_result(kind: str, title: str, data: dict[str, Any], config: dict[str, A
 
 
 def write_result(path: str | Path, result: Result) -> Path:
-    """Write ``result`` as pretty JSON (parent directories created); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
-    return path
+    """Write ``result`` as pretty JSON (parent directories created; atomically, and a failure names the file:
+    :func:`privaudit.output_folder.write_file`); returns the path."""
+    from privaudit.output_folder import write_file
+
+    return write_file(path, json.dumps(result.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def _check_kind(kind: str, data: Any, origin: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privaudit.accounting.evidence_ends import contradictions, of_evidence, sentence
 from privaudit.report import figures
 from privaudit.report.blocks import Block, Bullets, Figure, Paragraph, Section, Table
 from privaudit.report.claim_overview import (
@@ -21,17 +22,20 @@ from privaudit.report.claim_overview import (
     per_client_epsilons,
     reading_client_epsilons,
 )
+from privaudit.report.command_line import redact_text
 from privaudit.report.results import Result
 
 VERDICT_MEANING = [
     "**refuted** — the claim is false for the mechanism examined: an attack certified an ε lower bound above the "
     "claim, or a certified lower bound on the examined mechanism's ε (e.g. the exact ε of a Gaussian release) exceeds it.",
     "**consistent** — not refuted, and either a certified upper bound under assumptions that hold for the "
-    "implementation is at or below the claim, or an attack with the power to catch a several-times weaker mechanism "
-    "found nothing. Consistent is evidence against large violations; it is a proof only when the reason says "
-    "\"certified ε ≤ …\".",
-    "**inconclusive** — neither: the attacks lacked power (see ceiling and power) or the accounting rests on "
-    "assumptions that fail or cannot be checked. It does not mean the claim is likely true.",
+    "implementation is at or below the claim, or an attack declared optimal for a declared Gaussian mechanism found "
+    "nothing although an optimal attack on a Gaussian mechanism at 2× the claim would be refuted with probability "
+    "≥ 0.8 at these sample sizes. Consistent is evidence against violations of 2× or more; it is a proof only when "
+    "the reason says \"certified ε ≤ …\".",
+    "**inconclusive** — neither: the attacks lacked power (see ceiling and power), the attack is not declared "
+    "optimal, the mechanism family has no attack-based power, or the accounting rests on assumptions that fail or "
+    "cannot be checked. It does not mean the claim is likely true.",
     "A claim's verdict names its basis, e.g. \"refuted (as implemented), consistent (as stated)\": *as implemented* "
     "combines the readings of the reference code, *as stated* those of the mechanism the paper states and analyses "
     "(each refuted if one of its readings is, consistent if all are). The single word before it is refuted when either "
@@ -96,10 +100,11 @@ def _evidence(data: dict) -> list[dict]:
 
 
 def _accountant_cells(data: dict) -> tuple[str, str]:
+    """Each accountant's ε in words, saying which end holds and which rests on what (privaudit.accounting.evidence_ends)."""
     paper: list[str] = []
     impl: list[str] = []
     for e in _evidence(data):
-        text = f"{fmt(e.get('upper'))} ({e.get('accountant', '')}; {e.get('label', '')})"
+        text = f"{sentence(of_evidence(e), fmt)} ({e.get('accountant', '')}; {e.get('label', '')})"
         column = impl if e.get("implementation") else paper
         if text not in column:  # readings often share one piece of evidence: show it once
             column.append(text)
@@ -115,7 +120,11 @@ def _bounds_cell(data: dict) -> tuple[str, str, str]:
     powers = []
     for b in lbs:
         p = b.get("power")
-        if isinstance(p, dict):
+        if isinstance(p, dict) and "lower" in p:  # an optimal attack on a Gaussian mechanism at factor × the claim
+            declared = ", attack declared optimal" if b.get("attack_optimal") else ""
+            powers.append(f"{b.get('estimator')}: ≥ {fmt(p.get('lower'), 2)} at {fmt(p.get('factor'), 2)}× "
+                          f"(optimal attack{declared})")
+        elif isinstance(p, dict):  # results written before issue 24: resampled from the observed scores
             powers.append(f"{b.get('estimator')}: {fmt(p.get('probability'), 2)} at {fmt(p.get('factor'), 2)}×")
         else:
             powers.append(f"{b.get('estimator')}: —")
@@ -200,11 +209,12 @@ def overview_section(results: Sequence[Result]) -> Section | None:
     panels = claim_panels(results)
     if not panels:
         return None
-    caption = ("One panel per claim, one row per reading (its verdict on the right), on one log ε axis: the claimed ε "
-               "(black bar), each accountant's ε (blue: the code as run, purple: under the paper's assumptions; a line from "
-               "its lower to its upper end, ◆ where they coincide, ◀ an upper bound alone, faded where its assumptions "
-               "fail) and each attack's certified ε lower bound (red ▶). A red ▶ or an accountant's lower end right of "
-               "the black bar is more ε than claimed.")
+    caption = ("One panel per claim, one row per reading (its verdict on the right, with the number that decided it), "
+               "on one log ε axis labelled under every panel: the claimed ε (black bar), each accountant's ε (blue: the "
+               "code as run, purple: under the paper's assumptions; ▶ its lower end, ◀ its upper end, a line between "
+               "them, ◆ where they coincide; an end that rests on assumptions that fail is faded — a certified lower end "
+               "of the code's ε never is) and each attack's certified ε lower bound (red ▶). A red ▶ or a solid blue ▶ "
+               "right of the black bar is more ε than claimed: a refutation.")
     refuted = [p.claim_id for p in panels if p.verdict in ("refuted", "not supported")]
     summary = (f"{len(refuted)} of {len(panels)} claim(s) refuted or not supported: {', '.join(refuted)}." if refuted
                else f"None of the {len(panels)} claim(s) is refuted.")
@@ -250,8 +260,14 @@ def claims_section(results: Sequence[Result]) -> Section | None:
     summary = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     blocks: list[Block] = [Paragraph(f"{len(results)} claim(s) audited: {summary}. Each claim's verdict names its basis: "
                                      "*as implemented* (readings of the reference code), *as stated* (the mechanism as "
-                                     "the paper states and analyses it); validity checks test the audit itself."),
-                           Table(header, rows)]
+                                     "the paper states and analyses it); validity checks test the audit itself. "
+                                     "Accountant ε columns say which end of each ε holds: a certified lower bound "
+                                     "(ε ≥) holds for a constructed worst case; an upper bound (ε ≤) certifies only "
+                                     "where its assumptions hold.")]
+    broken = accounting_contradictions(results)
+    if broken:  # never silently: a lower end above an upper end of one mechanism is a bug in what computed them
+        blocks.append(Paragraph("**Contradictory accounting (a bug in the audit, not a finding):** " + "; ".join(broken)))
+    blocks.append(Table(header, rows))
     sources = _sources_table(results)
     if sources is not None:
         blocks += [Paragraph("**The claims in the papers' own words.** *Stated* numbers are printed in the paper (seed "
@@ -268,6 +284,24 @@ def claims_section(results: Sequence[Result]) -> Section | None:
     comparison = any(res.data.get("claim_kind") == "comparison" for res in results)
     blocks += [Paragraph("What the verdicts mean:"), Bullets(VERDICT_MEANING + (COMPARISON_MEANING if comparison else []))]
     return Section("claims", "Claims", blocks)
+
+
+#: Verdicts decided from accounting by privaudit.audit.verdict.decide, which reads every piece of implementation
+#: evidence of a reading as a bound on one mechanism, the one examined. (A "fact" reading lists several settings.)
+ACCOUNTING_VERDICTS = ("refuted", "consistent", "inconclusive")
+
+
+def accounting_contradictions(results: Sequence[Result]) -> list[str]:
+    """Every reading whose certified lower end lies above a certified upper end of the mechanism it examines."""
+    found = []
+    for res in results:
+        readings = [r for r in res.data.get("readings") or [] if isinstance(r, dict)] or [res.data]
+        for r in readings:
+            if _verdict(r)[0] not in ACCOUNTING_VERDICTS:
+                continue
+            label = f"{res.data.get('claim_id')} · {r.get('reading')}" if r is not res.data else str(res.data.get("claim_id"))
+            found += contradictions(_evidence(r), label)
+    return found
 
 
 def _reading_tables(results: Sequence[Result]) -> list[Block]:
@@ -308,10 +342,13 @@ def ledger_section(results: Sequence[Result]) -> Section | None:
         over = [c for c, v in per_client.items() if isinstance(v, dict) and v.get("budget") is not None
                 and v.get("epsilon", 0) > v["budget"] * (1 + 1e-9)]
         invalid = [c for c, v in per_client.items() if isinstance(v, dict) and v.get("valid") is False]
+        guarantee = ("the federation's guarantee" if not invalid else
+                     "**not a guarantee**: it holds only if assumptions the run's own ledger marks failed held")
         blocks.append(Paragraph(
             f"**{res.title}** — accountant {d.get('accountant')}, δ = {fmt(delta)}: max ε = {fmt(d.get('max_epsilon'))} "
-            f"(the federation's guarantee), mean ε = {fmt(d.get('mean_epsilon'))}, {len(per_client)} clients; "
+            f"({guarantee}), mean ε = {fmt(d.get('mean_epsilon'))}, {len(per_client)} clients; "
             f"{len(over)} over budget; {len(invalid)} with ε resting on failed assumptions."))
+        blocks.extend(_ledger_failures(per_client) + _reported_epsilons(d.get("reported_epsilon")))
         if per_client:
             blocks.append(Figure(f"ledger-{i}", figures.client_epsilon_figure(per_client, res.title, float(delta)),
                                  f"Per-client ε at δ = {fmt(delta)} against budgets ({res.title})."))
@@ -319,6 +356,28 @@ def ledger_section(results: Sequence[Result]) -> Section | None:
             if group is not None:
                 blocks.append(_histogram(group, f"ledger-histogram-{i}"))
     return Section("ledger", "Per-client ε vs budget", blocks)
+
+
+def _ledger_failures(per_client: dict) -> list[Block]:
+    """Why clients' releases are invalid, as the ledger records it (client, rounds, reason)."""
+    items = []
+    for cid, v in per_client.items():
+        for failure in (v.get("failures") or []) if isinstance(v, dict) else []:
+            if isinstance(failure, dict):
+                rounds = failure.get("rounds") or []
+                where = f"round{'s' if len(rounds) != 1 else ''} {', '.join(str(r) for r in rounds[:8])}" + ("…" if len(rounds) > 8 else "")
+                items.append(f"client {cid}, {where}: {failure.get('reason')}")
+    return [Paragraph("Releases the run's ledger marks invalid:"), Bullets(items)] if items else []
+
+
+def _reported_epsilons(reported: Any) -> list[Block]:
+    """The training framework's own ε, each classified against the recorded releases (privaudit.accounting.reported)."""
+    from privaudit.accounting.reported import describe_assessment
+
+    items = [describe_assessment(entry) for entry in reported or [] if isinstance(entry, dict)]
+    if not items:
+        return []
+    return [Paragraph("ε reported by the training framework itself, and whether it bounds what ran:"), Bullets(items)]
 
 
 def epsilon_curve_section(results: Sequence[Result]) -> Section | None:
@@ -408,15 +467,29 @@ def inversion_section(results: Sequence[Result]) -> Section | None:
     rows, blocks = [], []
     for i, res in enumerate(results):
         d = res.data
-        rows.append([str(d.get("attack")), str(d.get("defense")), fmt(_mean(d.get("psnr")), 4), fmt(_mean(d.get("ssim")), 3),
-                     fmt(d.get("label_accuracy"), 3), fmt(d.get("epsilon"))])
+        # results that record each image's attack status carry means without the images whose attack failed
+        # (attacks.inversion.convergence): a diverged attack's PSNR is never shown as the defence's effect
+        judged = "status" in d
+        psnr, ssim = (d.get("psnr_mean"), d.get("ssim_mean")) if judged else (_mean(d.get("psnr")), _mean(d.get("ssim")))
+        rows.append([str(d.get("attack")), str(d.get("defense")), fmt(psnr, 4), fmt(ssim, 3),
+                     fmt(d.get("label_accuracy"), 3), fmt(d.get("epsilon")), _inversion_status(d) if judged else "—"])
         grid = d.get("grid")
         if grid and res.source is not None:
             path = (res.source.parent / grid) if not Path(grid).is_absolute() else Path(grid)
             if path.exists():
                 blocks.append(Figure(f"inversion-{i}", path.read_bytes(),
                                      f"Ground truth vs reconstructions: {d.get('attack')} against {d.get('defense')}."))
-    return Section("inversion", "Gradient inversion", [Table(["attack", "defence", "PSNR (dB)", "SSIM", "label accuracy", "ε"], rows), *blocks])
+    return Section("inversion", "Gradient inversion", [Table(["attack", "defence", "PSNR (dB)", "SSIM", "label accuracy", "ε",
+                                                              "attack status"], rows), *blocks])
+
+
+def _inversion_status(data: dict[str, Any]) -> str:
+    """``ok`` or how many images the means leave out because their attack diverged or made no progress."""
+    excluded = data.get("images_excluded") or {}
+    if not excluded:
+        return "ok"
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(excluded.items()))
+    return f"{sum(excluded.values())} of {len(data.get('status') or [])} images excluded ({counts})"
 
 
 #: Evaluated rounds averaged in the training table (the Upcycled-FL reproduction compares the mean of the last 10).
@@ -474,7 +547,8 @@ def configuration_section(results: Sequence[Result]) -> Section:
     for res in results:
         prov = res.provenance or {}
         pkgs = ", ".join(f"{k} {v}" for k, v in (prov.get("packages") or {}).items())
-        rows.append([res.title, res.kind, str(prov.get("command", "—")), str(prov.get("seed", "—")),
+        command = prov.get("command")
+        rows.append([res.title, res.kind, redact_text(command) if isinstance(command, str) else "—", str(prov.get("seed", "—")),
                      f"privaudit {prov.get('privaudit', '?')}, Python {prov.get('python', '?')}; {pkgs}",
                      json.dumps(res.config, sort_keys=True, default=str)[:400] or "{}"])
     return Section("configuration", "Configuration and versions",

@@ -7,7 +7,9 @@ below every threshold fixed in advance). Every estimator here is non-increasing 
 no other attack on the same sample sizes can do better.
 
 Reference values (α = 0.05; tests/stats/test_clopper_pearson.py and test_one_run.py check them): multi-run Clopper–Pearson with one threshold fixed in advance,
-N = 1000 per side, δ = 1e-5 → 5.60; one-run with all m = 1000 guesses right → 5.81 (δ = 0), 5.78 (δ = 1e-5).
+N = 1000 per side, δ = 1e-5 → 5.60; one-run with all m = 1000 guesses right → 5.81 (δ = 0), 5.78 (δ = 1e-5). The
+one-run estimators test every guess count at ½ of its share of α (:mod:`privaudit.stats.one_run_ties`), so their
+ceiling at α = 0.05 is the value at 0.025: 5.56 for m = 1000, δ = 1e-5.
 """
 
 from __future__ import annotations

@@ -39,22 +39,36 @@ def jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class PowerEstimate:
-    """Probability that the audit refutes a claimed (ε, δ) when the mechanism is ``factor``× less private.
+    """How likely this audit is to refute the claim if the mechanism were ``factor``× less private.
 
-    Computed from the attack that ran (:mod:`privaudit.stats.power`): the alternative is ``compositions`` runs of
-    the audited mechanism, attacked by summing the observed scores resampled with replacement. "Refute" means
-    ε_lb > claimed ε. ``interval`` is a two-sided 95% Clopper–Pearson interval for the Monte-Carlo error.
+    Calibrated to the claim (:mod:`privaudit.stats.power`): the alternative is an optimal attack on a Gaussian
+    mechanism at ε = ``alternative_epsilon`` = factor × claimed ε (μ = ``alternative_mu``; ``rounds`` equal rounds
+    for composed white-box audits), audited with the same route, strategy, sample sizes, design, α and δ; "refute"
+    means ε_lb > claimed ε. It is *the power of an optimal attack* at these sample sizes, never of the attack that
+    ran: it says whether the audit's sizes could catch such a violation at all. It supports "consistent" only when
+    ``attack_optimal`` (the auditor declares the attack optimal for the declared Gaussian mechanism — an assumption
+    the scores cannot check) and ``lower`` ≥ ``min_power``.
+
+    ``probability`` is the Monte-Carlo estimate over ``trials`` simulations (at most ``max_trials``: the simulation
+    stops early once the answer is clear); ``interval`` holds one-sided 95 % Clopper–Pearson limits valid under
+    that stopping rule, and ``lower`` is its lower end.
     """
 
     probability: float
+    lower: float
     claimed_epsilon: float
     delta: float
     factor: float
-    compositions: int
+    alternative_epsilon: float
+    alternative_mu: float
     trials: int
+    max_trials: int
     seed: int
+    min_power: float
     interval: tuple[float, float]
-    method: str = "resampled from the observed scores"
+    rounds: int = 1
+    attack_optimal: bool = False
+    method: str = "an optimal attack on a Gaussian mechanism at factor × the claim"
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable(dataclasses.asdict(self))
@@ -68,9 +82,12 @@ class LowerBound:
 
     ``ceiling`` is what a perfect attack (no errors) could certify with the same sample sizes,
     significance, δ and strategy — a bound far below the claim means little when the ceiling is low too.
-    ``power`` is filled when a claim was given (see :class:`PowerEstimate`). ``mechanism`` and ``design`` are the
+    ``power`` is filled when a claim was given and the declared family has an attack-based power (see
+    :class:`PowerEstimate`); otherwise ``no_power_reason`` says why it is None. ``mechanism`` and ``design`` are the
     assumptions the bound is valid under (:mod:`privaudit.stats.assumptions`): the audited mechanism's family and
-    the scores' provenance.
+    the scores' provenance. ``attack_optimal`` records the auditor's declaration that the attack is optimal for the
+    declared mechanism (its score a strictly increasing function of the privacy loss of a worst-case pair of
+    neighbours), which only "consistent" relies on.
     """
 
     estimator: str
@@ -85,6 +102,8 @@ class LowerBound:
     details: Mapping[str, Any] = field(default_factory=dict)
     mechanism: str = "any"
     design: str = "trials"
+    attack_optimal: bool = False
+    no_power_reason: str | None = None
 
     @property
     def confidence(self) -> float:
@@ -104,6 +123,8 @@ class LowerBound:
             "n_out": int(self.n_out),
             "mechanism": self.mechanism,
             "design": self.design,
+            "attack_optimal": bool(self.attack_optimal),
+            "no_power_reason": self.no_power_reason,
             "details": jsonable(dict(self.details)),
         }
 

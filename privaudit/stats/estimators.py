@@ -7,9 +7,12 @@ the route's own) — and a route whose bound would not be valid under those assu
 each, its bound or the reason it was not run.
 
 Every estimator validates its inputs here, once; computes the bound; computes the ceiling
-(:mod:`privaudit.stats.ceiling`); and, when a claimed ε is given, the power of *this* attack to refute it if the
-mechanism were ``power_factor``× less private (:mod:`privaudit.stats.power`, resampled from the observed scores).
-:data:`ESTIMATORS` maps the names to functions so the CLI and the report can list them.
+(:mod:`privaudit.stats.ceiling`); and, when a claimed ε is given, the power of an *optimal* attack to refute it
+if the mechanism were ``power_factor``× less private — calibrated to the claim, from the declared family's
+canonical mechanism, never from the observed scores (:mod:`privaudit.stats.power`; Gaussian family only, else
+``power`` is None and ``no_power_reason`` says why). ``attack_optimal`` records the auditor's declaration that the
+attack is optimal for the declared mechanism, the assumption under which that power speaks for the attack that
+ran. :data:`ESTIMATORS` maps the names to functions so the CLI and the report can list them.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.ceiling import ceiling
 from privaudit.stats.estimates import LowerBound
-from privaudit.stats.power import attack_power
+from privaudit.stats.power import canonical_power, check_power_arguments, declared, power_unavailable
 from privaudit.stats.routes import ROUTES, Route, applicable_routes, resolve_assumptions, route
 from privaudit.stats.scores import AuditScores, check_delta, check_positive_delta, check_significance
 from privaudit.stats.strategies import MultiSplit, Split, Strategy
@@ -82,11 +85,15 @@ def estimate(
     power_factor: float = 2.0,
     power_trials: int = 200,
     power_seed: int = 0,
+    attack_optimal: bool = False,
+    min_power: float = 0.8,
+    power_progress: bool = False,
 ) -> LowerBound:
     """Run estimator ``name`` (see :mod:`privaudit.stats.routes`) and return its bound, ceiling and (optional) power.
 
     Raises :class:`~privaudit.errors.RouteNotApplicable` when the route is not valid for ``mechanism`` under
-    ``design``.
+    ``design``. ``min_power`` is the target of the power simulation's stopping rule (the verdict's ``min_power``);
+    ``power_progress`` shows a progress bar for long power simulations.
     """
     chosen = route(name)
     family, provenance = resolve_assumptions(chosen, mechanism, design)
@@ -102,10 +109,17 @@ def estimate(
 
     epsilon, details = chosen.bound(scores, significance, delta, strategy, two_sided)
     details = dict(details, reference=chosen.reference)
-    power = None
+    power, no_power = None, None
     if claimed_epsilon is not None:
-        power = attack_power(bound, scores.in_scores, scores.out_scores, claimed_epsilon=claimed_epsilon, delta=delta,
-                             factor=power_factor, trials=power_trials, seed=power_seed)
+        check_power_arguments(claimed_epsilon, power_factor, power_trials, min_power)
+        no_power = power_unavailable(family, chosen, strategy, delta, power_factor)
+        if no_power is None:
+            power = declared(canonical_power(
+                bound, n_in=scores.n_in, n_out=scores.n_out, design=provenance, claimed_epsilon=claimed_epsilon,
+                delta=delta, factor=power_factor, trials=power_trials, seed=power_seed, min_power=min_power,
+                key=(name, strategy, two_sided, significance), method_suffix=f"; route {name}", progress=power_progress,
+                label=f"power of an optimal attack at {power_factor:g}× the claim · {name}",
+            ), attack_optimal)
     return LowerBound(
         estimator=name,
         epsilon_lb=epsilon,
@@ -119,6 +133,8 @@ def estimate(
         details=details,
         mechanism=family.value,
         design=provenance.value,
+        attack_optimal=bool(attack_optimal),
+        no_power_reason=no_power,
     )
 
 
@@ -152,6 +168,9 @@ def audit_scores(
     power_factor: float = 2.0,
     power_trials: int = 200,
     power_seed: int = 0,
+    attack_optimal: bool = False,
+    min_power: float = 0.8,
+    power_progress: bool = False,
 ) -> list[RouteOutcome]:
     """Every route on the same scores: the applicable ones at α/(number applicable) each, the others with a reason.
 
@@ -175,7 +194,8 @@ def audit_scores(
             continue
         bound = estimate(name, scores.in_scores, scores.out_scores, mechanism=mechanism, design=design,
                          significance=share, delta=delta, claimed_epsilon=claimed_epsilon, power_factor=power_factor,
-                         power_trials=power_trials, power_seed=power_seed)
+                         power_trials=power_trials, power_seed=power_seed, attack_optimal=attack_optimal,
+                         min_power=min_power, power_progress=power_progress)
         outcomes.append(RouteOutcome(name, bound, None))
     return outcomes
 

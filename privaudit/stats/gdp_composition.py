@@ -7,22 +7,41 @@ Gaussian trade-off curves compose exactly,
 G_{μ₁} ⊗ … ⊗ G_{μ_T} = G_{√(Σ μ_t²)} (Dong, Roth & Su 2022, Cor. 3.3), so if every round *is* a Gaussian
 mechanism whose μ_t is at least its bound, the whole run is exactly √(Σ μ_t²)-GDP with μ_total at least
 √(Σ μ_t,lb²). Each round's bound is computed at α/T, so all hold together with probability ≥ 1 − α.
+
+Power (with a claimed ε) is calibrated to the claim (:mod:`privaudit.stats.power`): the alternative is a run of
+T Gaussian rounds whose total is μ_alt, ε(μ_alt, δ) = factor × claimed ε, attacked optimally in every round, with
+each round's observed sample sizes. For ``gdp-composed`` the rounds are equal (μ_alt/√T each), the least
+favourable split when a round's bound falls short of its μ_t by a slack set by its sample sizes
+(:func:`privaudit.stats.power.canonical_rounds_power`). For ``gdp-best-round`` equal rounds are *not* always the
+hardest case (the maximum of T noisy per-round bounds can exceed the claim more often than one strong round's
+bound), so its power is a lower bound that holds for every split: Σ μ_t² = μ_alt² forces some round to have
+μ_t ≥ μ_alt/√T, and that round alone refutes the claim with at least the power of a single round at μ_alt/√T
+(non-decreasing in μ_t); the figure is the smallest such single-round power over the rounds' distinct sample sizes.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.assumptions import Design, MechanismFamily
 from privaudit.stats.ceiling import ceiling
 from privaudit.stats.estimates import LowerBound, PowerEstimate
 from privaudit.stats.gdp import gdp_bound, mu_to_epsilon
-from privaudit.stats.power import rounds_power
+from privaudit.stats.power import (
+    alternative_mu,
+    canonical_power,
+    canonical_rounds_power,
+    check_power_arguments,
+    declared,
+    power_unavailable,
+)
+from privaudit.stats.routes import ROUTES
 from privaudit.stats.scores import AuditScores, check_positive_delta, check_significance
 from privaudit.stats.strategies import DEFAULT_GDP_FAMILY, Bonferroni, ThresholdStrategy
 
@@ -79,7 +98,6 @@ class _PerRound:
     ceilings: list[float]
     sizes: list[tuple[int, int]]
     round_mu: Any  # AuditScores -> μ lower bound at α/T
-    observed: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _per_round(rounds: Sequence[tuple[object, object]], significance: float, delta: float,
@@ -94,29 +112,64 @@ def _per_round(rounds: Sequence[tuple[object, object]], significance: float, del
     def round_mu(scores: AuditScores, chosen: ThresholdStrategy = strategy) -> float:
         return gdp_bound(scores, per_round_alpha, delta, chosen)[1]["mu_lb"]
 
-    mus, ceilings, sizes, observed = [], [], [], []
+    mus, ceilings, sizes = [], [], []
     for in_scores, out_scores in rounds:
         scores = AuditScores.of(in_scores, out_scores)
         mus.append(round_mu(scores))
         ceilings.append(ceiling(round_mu, scores.n_in, scores.n_out, strategy, stratified_splits=True))
         sizes.append((scores.n_in, scores.n_out))
-        observed.append((scores.in_scores, scores.out_scores))
-    return _PerRound(significance, delta, strategy, per_round_alpha, mus, ceilings, sizes, round_mu, observed)
+    return _PerRound(significance, delta, strategy, per_round_alpha, mus, ceilings, sizes, round_mu)
 
 
-def _rounds_power(per: _PerRound, combine: Callable[[list[float]], float], claimed_epsilon: float, factor: float,
-                  trials: int, seed: int, method: str) -> PowerEstimate:
-    """P[combine(μ_t,lb) → ε > claim] with each round's observed scores resampled (:mod:`privaudit.stats.power`)."""
+@dataclass(frozen=True)
+class _PowerAsk:
+    """What a power figure for per-round bounds needs besides the rounds themselves."""
+
+    claimed_epsilon: float | None
+    factor: float
+    trials: int
+    seed: int
+    attack_optimal: bool
+    min_power: float
+    progress: bool
+
+    def unavailable(self, per: _PerRound) -> str | None:
+        check_power_arguments(self.claimed_epsilon, self.factor, self.trials, self.min_power)
+        return power_unavailable(MechanismFamily.GAUSSIAN, ROUTES["gdp"], per.strategy, per.delta, self.factor)
+
+
+def _composed_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
+    """P[√(Σ μ_t,lb²) → ε > claim] for T equal Gaussian rounds of total μ_alt (module docstring)."""
 
     def bound(rounds: Sequence[AuditScores]) -> float:
-        return mu_to_epsilon(combine([per.round_mu(scores) for scores in rounds]), per.delta)
+        return mu_to_epsilon(compose_mu([per.round_mu(scores) for scores in rounds]).mu_total, per.delta)
 
-    return rounds_power(bound, per.observed, claimed_epsilon=claimed_epsilon, delta=per.delta, factor=factor,
-                        trials=trials, seed=seed, method_suffix=f"; {method}")
+    return canonical_rounds_power(bound, per.sizes, claimed_epsilon=ask.claimed_epsilon, delta=per.delta,
+                                  factor=ask.factor, trials=ask.trials, seed=ask.seed, min_power=ask.min_power,
+                                  key=("gdp-composed", per.strategy, per.per_round_alpha),
+                                  method_suffix="; bound: gdp-composed", progress=ask.progress)
+
+
+def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
+    """The smallest single-round power at μ_alt/√T over the rounds' distinct sizes (module docstring)."""
+    rounds = len(per.sizes)
+    per_round_mu = alternative_mu(ask.claimed_epsilon, per.delta, ask.factor) / math.sqrt(rounds)
+
+    def bound(scores: AuditScores) -> float:
+        return mu_to_epsilon(per.round_mu(scores), per.delta)
+
+    figures = [canonical_power(bound, n_in=n_in, n_out=n_out, design=Design.TRIALS, claimed_epsilon=ask.claimed_epsilon,
+                               delta=per.delta, factor=ask.factor, trials=ask.trials, seed=ask.seed, min_power=ask.min_power,
+                               key=("gdp-best-round", per.strategy, per.per_round_alpha), mu=per_round_mu, rounds=rounds,
+                               method_suffix=(f"; bound: gdp-best-round, as the power of the one round that must have "
+                                              f"μ ≥ μ_alt/√T = {per_round_mu:.4g} (smallest over the rounds' sizes)"),
+                               progress=ask.progress)
+               for n_in, n_out in dict.fromkeys(per.sizes)]
+    return min(figures, key=lambda p: p.lower)
 
 
 def _bound(estimator: str, per: _PerRound, mu: float, ceiling_mu: float, power: PowerEstimate | None,
-           details: dict[str, Any]) -> LowerBound:
+           ask: _PowerAsk, no_power: str | None, details: dict[str, Any]) -> LowerBound:
     return LowerBound(
         estimator=estimator,
         epsilon_lb=mu_to_epsilon(mu, per.delta),
@@ -129,7 +182,21 @@ def _bound(estimator: str, per: _PerRound, mu: float, ceiling_mu: float, power: 
         n_out=sum(n for _, n in per.sizes),
         details={"rounds": len(per.sizes), "per_round_significance": per.per_round_alpha, "mu_lb": mu,
                  "ceiling_mu": ceiling_mu, **details},
+        mechanism=MechanismFamily.GAUSSIAN.value,
+        design=Design.TRIALS.value,
+        attack_optimal=bool(ask.attack_optimal),
+        no_power_reason=no_power,
     )
+
+
+def _power(per: _PerRound, ask: _PowerAsk, compute) -> tuple[PowerEstimate | None, str | None]:
+    """(power, why none) for a claimed ε; (None, None) without one."""
+    if ask.claimed_epsilon is None:
+        return None, None
+    no_power = ask.unavailable(per)
+    if no_power is not None:
+        return None, no_power
+    return declared(compute(per, ask), ask.attack_optimal), None
 
 
 def gdp_rounds_lower_bound(
@@ -142,20 +209,22 @@ def gdp_rounds_lower_bound(
     power_factor: float = 2.0,
     power_trials: int = 100,
     power_seed: int = 0,
+    attack_optimal: bool = False,
+    min_power: float = 0.8,
+    power_progress: bool = False,
 ) -> LowerBound:
     """ε lower bound of a whole run from per-round (in_scores, out_scores), each round audited at α/T.
 
     The composed μ is converted to ε at δ. The result's ``details["composition"]`` carries the validity
-    statement, which a report must show with the number. With a ``claimed_epsilon`` the power is that of the
-    observed per-round scores, resampled as :mod:`privaudit.stats.power` describes.
+    statement, which a report must show with the number. With a ``claimed_epsilon`` the power is that of an
+    optimal attack on T equal Gaussian rounds of total μ_alt (module docstring); ``attack_optimal`` records the
+    auditor's declaration that the per-round scores are optimal for the (Gaussian) rounds.
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_rounds_lower_bound")
     composition = compose_mu(per.mus)
-    power = None
-    if claimed_epsilon is not None:
-        power = _rounds_power(per, lambda mus: compose_mu(mus).mu_total, claimed_epsilon, power_factor, power_trials,
-                              power_seed, "composed over rounds")
-    return _bound("gdp-composed", per, composition.mu_total, compose_mu(per.ceilings).mu_total, power, {
+    ask = _PowerAsk(claimed_epsilon, power_factor, power_trials, power_seed, attack_optimal, min_power, power_progress)
+    power, no_power = _power(per, ask, _composed_power)
+    return _bound("gdp-composed", per, composition.mu_total, compose_mu(per.ceilings).mu_total, power, ask, no_power, {
         "composition": composition.to_dict(),
         "reference": "Nasr et al. 2023 (tight auditing, white-box composition); Dong, Roth & Su 2022 Cor. 3.3",
     })
@@ -177,6 +246,9 @@ def gdp_best_round_lower_bound(
     power_factor: float = 2.0,
     power_trials: int = 100,
     power_seed: int = 0,
+    attack_optimal: bool = False,
+    min_power: float = 0.8,
+    power_progress: bool = False,
 ) -> LowerBound:
     """ε lower bound from the single most revealing round: max_t μ_t,lb with every μ_t,lb at α/T.
 
@@ -184,15 +256,14 @@ def gdp_best_round_lower_bound(
     trade-off T_μ; :func:`privaudit.stats.gdp.gdp_bound`). With every round at α/T, all T bounds hold together with
     probability ≥ 1 − α (Bonferroni), so their maximum does too; a round's release is a post-processing of the whole
     run's transcript, so the run is at least max_t μ_t,lb-GDP with no assumption on how rounds compose. Converted to
-    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is that of the observed per-round
-    scores, resampled as :mod:`privaudit.stats.power` describes.
+    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is a lower bound on that of an
+    optimal attack on any run of T Gaussian rounds of total μ_alt (module docstring).
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_best_round_lower_bound")
     best = int(np.argmax(per.mus))
-    power = None
-    if claimed_epsilon is not None:
-        power = _rounds_power(per, max, claimed_epsilon, power_factor, power_trials, power_seed, "best round")
-    return _bound("gdp-best-round", per, per.mus[best], max(per.ceilings), power, {
+    ask = _PowerAsk(claimed_epsilon, power_factor, power_trials, power_seed, attack_optimal, min_power, power_progress)
+    power, no_power = _power(per, ask, _best_round_power)
+    return _bound("gdp-best-round", per, per.mus[best], max(per.ceilings), power, ask, no_power, {
         "best_round_index": best,
         "per_round_mu_lb": per.mus,
         "per_round_ceiling_mu": per.ceilings,

@@ -4,12 +4,12 @@ In a one-run audit (Steinke, Nasr & Jagielski 2023) each of m canaries is includ
 with probability ½; the auditor guesses "in" for the k₊ highest scores, "out" for the k₋ lowest, and
 abstains on the rest. The m canaries here are the in- and out-scores together.
 
-Ties at a cut are broken against the auditor (out-canaries rank above in-canaries among equal scores), so
-the number of correct guesses is the smallest any tie-break could give; the bound is then no larger than
-the one for a random tie-break, which is valid, and needs no seed.
+Ties: a count whose cut splits a group of equal scores is credited with the correct guesses that a uniformly random
+choice within the group reaches with probability ≥ ½, and every count is tested at ½ of its share of α
+(:mod:`privaudit.stats.one_run_ties`, which says why that is valid and why a seeded random order is not).
 
 Strategies (:mod:`privaudit.stats.strategies`): :class:`Guesses` fixed in advance; :class:`Bonferroni`
-over a :class:`GuessGrid` (each pair at α/|family|); :class:`Split`, which chooses the guess fraction of
+over a :class:`GuessGrid` (each pair at α/|family|, halved as above); :class:`Split`, which chooses the guess fraction of
 :data:`DEFAULT_GUESS_GRID` on a random subset of canaries drawn *without looking at membership* (so the
 held-out canaries' memberships stay independent fair coins) and audits the rest with m = held-out count;
 :class:`MultiSplit`, the ⌈B/2⌉-th largest of B such split bounds at α/2.
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.one_run_ties import TIE_QUANTILE, TiedRanking
 from privaudit.stats.scores import AuditScores
 from privaudit.stats.strategies import (
     DEFAULT_GUESS_GRID,
@@ -41,8 +42,8 @@ GuessTest = Callable[[int, int, int, float, bool], float]
 
 
 def ranked_membership(scores: np.ndarray, is_in: np.ndarray) -> np.ndarray:
-    """Membership labels ordered from highest to lowest score, ties broken against the auditor."""
-    return is_in[np.lexsort((is_in, -scores))]  # primary: score descending; among ties: out (False) first
+    """Membership labels ordered from highest to lowest score, ties out first (the worst case for the auditor)."""
+    return is_in[np.lexsort((is_in, -scores))]
 
 
 def correct_guesses(ranked_is_in: np.ndarray, k_plus: np.ndarray, k_minus: np.ndarray) -> np.ndarray:
@@ -62,27 +63,31 @@ def _pooled(scores: AuditScores) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _evaluate_pairs(
-    ranked: np.ndarray, pairs: tuple[tuple[int, int], ...], share: float, test: GuessTest, precise: bool = True
+    ranked: TiedRanking, pairs: tuple[tuple[int, int], ...], share: float, test: GuessTest, precise: bool = True
 ) -> tuple[float, dict[str, Any]]:
+    """The best pair's bound; each pair is credited per :mod:`privaudit.stats.one_run_ties` and tested at γ·share."""
     m = ranked.size
-    k_plus = np.array([p[0] for p in pairs], dtype=np.int64)
-    k_minus = np.array([p[1] for p in pairs], dtype=np.int64)
-    v = correct_guesses(ranked, k_plus, k_minus)
-    epsilons = [test(m, int(kp + km), int(vv), share, precise) for kp, km, vv in zip(k_plus, k_minus, v, strict=True)]
+    level = share * TIE_QUANTILE
+    credited = [ranked.credited(k_plus, k_minus) for k_plus, k_minus in pairs]
+    epsilons = [test(m, k_plus + k_minus, v, level, precise) for (k_plus, k_minus), (v, _) in zip(pairs, credited, strict=True)]
     best = int(np.argmax(epsilons))
+    k_plus, k_minus = pairs[best]
     details = {
         "m": m,
-        "k_plus": int(k_plus[best]),
-        "k_minus": int(k_minus[best]),
-        "guesses": int(k_plus[best] + k_minus[best]),
-        "correct": int(v[best]),
-        "test_significance": share,
+        "k_plus": int(k_plus),
+        "k_minus": int(k_minus),
+        "guesses": int(k_plus + k_minus),
+        "correct": int(credited[best][0]),
+        "test_significance": level,
         "family_size": len(pairs),
+        "ties": {"guesses_in_split_groups": int(credited[best][1]), "quantile": TIE_QUANTILE,
+                 "rule": "a cut through equal scores is credited the correct guesses a random choice within them "
+                         "reaches with probability ≥ ½; every count is tested at ½ of its share of α"},
     }
     return float(epsilons[best]), details
 
 
-def _split_ranked(ranked: np.ndarray, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _split_ranked(ranked: TiedRanking, fraction: float, rng: np.random.Generator) -> tuple[TiedRanking, TiedRanking]:
     """Split canaries at random, ignoring membership, keeping each part in rank order.
 
     The random subset is drawn over rank positions, which is the same as over canaries (the subset is
@@ -93,7 +98,7 @@ def _split_ranked(ranked: np.ndarray, fraction: float, rng: np.random.Generator)
         raise InvalidParameterError("a split needs at least 2 canaries")
     n_select = min(m - 1, max(1, int(np.floor(fraction * m))))
     selected = rng.permutation(m) < n_select
-    return ranked[selected], ranked[~selected]
+    return ranked.part(selected), ranked.part(~selected)
 
 
 def _split_once(ranked, fraction, rng, significance, test) -> tuple[float, dict[str, Any]]:
@@ -114,8 +119,7 @@ def guess_bound(
     scores: AuditScores, strategy: GuessStrategy, significance: float, test: GuessTest
 ) -> tuple[float, dict[str, Any], tuple[float, ...]]:
     """Run a one-run ``strategy``; returns (ε lower bound, details, per-split bounds for MultiSplit)."""
-    values, is_in = _pooled(scores)
-    ranked = ranked_membership(values, is_in)
+    ranked = TiedRanking.of(*_pooled(scores))
     m = ranked.size
     match strategy:
         case Guesses(k_plus=k_plus, k_minus=k_minus):
@@ -147,12 +151,13 @@ def split_ceiling(m: int, strategy: Split | MultiSplit, significance: float, tes
 
     The held-out part has a fixed size, but its guess counts are chosen on the other part, so a perfect attack
     is not the best case: a luckier selection can pick counts that suit the held-out part better. Every outcome
-    is bounded by all guesses right (v = r) for the best count any selection could pick; the median of
-    MultiSplit's splits (each at α/2) is bounded by that maximum too.
+    is bounded by all guesses right (v = r) for the best count any selection could pick, tested at γ times its
+    share like every count (:mod:`privaudit.stats.one_run_ties`); the median of MultiSplit's splits (each at α/2) is
+    bounded by that maximum too.
     """
     if m < 2:
         raise InvalidParameterError("a split needs at least 2 canaries")
-    share = significance / 2.0 if isinstance(strategy, MultiSplit) else significance
+    share = (significance / 2.0 if isinstance(strategy, MultiSplit) else significance) * TIE_QUANTILE
     hold = m - min(m - 1, max(1, int(np.floor(strategy.fraction * m))))
     pairs = {pair for f in DEFAULT_GUESS_GRID.fractions
              for pair in GuessGrid((f,), DEFAULT_GUESS_GRID.plus_share).guess_counts(hold)}

@@ -76,6 +76,9 @@ class Route:
     reference: str
     summary: str
     one_run: bool = False
+    #: the bound reads the scores only through their order (False: it also reads score differences), so its power
+    #: against an optimal attack is the same for every strictly increasing transform (:mod:`privaudit.stats.power`)
+    order_only: bool = True
 
     def not_applicable(self, mechanism: MechanismFamily, design: Design) -> str | None:
         """Why the route's bound would not be valid for ``mechanism`` under ``design`` (None when it is)."""
@@ -136,6 +139,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType({
         "Steinke, Nasr & Jagielski 2023 Thm 3.1 on random in/out pairs; group privacy (Dwork & Roth 2014 Thm 2.2)",
         "ε lower bound from random in/out pairs, valid for fixed in/out counts",
         one_run=True,
+        order_only=False,  # pairs are ranked by |s_in − s_out|, a difference on the score's own scale
     ),
 })
 

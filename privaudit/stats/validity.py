@@ -13,6 +13,10 @@ designs of :mod:`privaudit.stats.validity_scenarios` (re-exported here):
   silently dropped. The mechanism claim passed is the most general true one the route accepts.
 * :func:`measure_tightness` — mean ε_lb/ε_true of a route on the Gaussian mechanism in its natural design.
 
+The verdicts' own property — P[consistent | true ε ≥ factor × claimed ε] ≤ 1 − min_power, for optimal, weak,
+saturating, discrete and zero-signal attacks (:class:`Attack`) — is checked by
+:mod:`privaudit.audit.verdict_validity`, which sits above ``stats`` because it runs the verdict rules.
+
 Route metadata (which mechanism families and designs each route accepts) is read from
 ``privaudit.stats.routes.ROUTES`` when that module exists; otherwise every estimator in
 :data:`privaudit.stats.estimators.ESTIMATORS` runs ungated (how the suite measures code from before routes
@@ -47,10 +51,12 @@ from privaudit.stats.strategies import (
     Strategy,
 )
 from privaudit.stats.validity_scenarios import (
+    ATTACK_KINDS,
     CLAIM_ANY,
     CLAIM_GAUSSIAN,
     CLAIM_PURE,
     NULL_SHAPES,
+    Attack,
     Bernoulli,
     Design,
     Fixed,
@@ -59,22 +65,27 @@ from privaudit.stats.validity_scenarios import (
     NullScores,
     RandomizedResponse,
     Scenario,
+    SubsampledGaussian,
     Trials,
+    draw_attacked_scores,
     draw_scores,
     draw_seed,
     laplace_delta,
     laplace_epsilon,
     randomized_response_delta,
     randomized_response_epsilon,
+    subsampled_gaussian_delta,
+    subsampled_gaussian_epsilon,
 )
 
 __all__ = [
-    "CLAIM_ANY", "CLAIM_GAUSSIAN", "CLAIM_PURE", "NULL_SHAPES", "TEST_LEVEL", "Bernoulli", "Cell", "CellBounds",
-    "CoverageResult", "Design", "Fixed", "GaussianMechanism", "LaplaceMechanism", "NullScores", "RandomizedResponse",
-    "RouteInfo", "Scenario", "Tightness", "Trials", "available_routes", "build_strategy", "call_route", "cell_bounds",
-    "coverage_verdict", "design_of_size", "draw_scores", "draw_seed", "evaluate_cell", "gated", "laplace_delta",
-    "laplace_epsilon", "measure_tightness", "natural_design", "over_claim_p_value", "randomized_response_delta",
-    "randomized_response_epsilon", "strategy_names",
+    "ATTACK_KINDS", "CLAIM_ANY", "CLAIM_GAUSSIAN", "CLAIM_PURE", "NULL_SHAPES", "TEST_LEVEL", "Attack", "Bernoulli",
+    "Cell", "CellBounds", "CoverageResult", "Design", "Fixed", "GaussianMechanism", "LaplaceMechanism", "NullScores",
+    "RandomizedResponse", "RouteInfo", "Scenario", "SubsampledGaussian", "Tightness", "Trials", "available_routes",
+    "build_strategy", "call_route", "cell_bounds", "coverage_verdict", "design_of_size", "draw_attacked_scores",
+    "draw_scores", "draw_seed", "evaluate_cell", "gated", "laplace_delta", "laplace_epsilon", "measure_tightness",
+    "natural_design", "over_claim_p_value", "randomized_response_delta", "randomized_response_epsilon",
+    "strategy_names", "subsampled_gaussian_delta", "subsampled_gaussian_epsilon",
 ]
 
 #: A valid route fails the suite's one-sided binomial test with at most this probability.

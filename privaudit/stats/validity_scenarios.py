@@ -12,10 +12,21 @@
   - :class:`RandomizedResponse` — binary scores, P[1 | in] = e^ε₀/(1 + e^ε₀) = P[0 | out]; pure ε₀-DP,
     the extremal (ε, δ) mechanism of Kairouz, Oh & Viswanath 2015, exact profile in
     :func:`randomized_response_delta`.
+  - :class:`SubsampledGaussian` — in ~ (1 − q)·N(0, 1) + q·N(μ, 1), out ~ N(0, 1): one Poisson-subsampled
+    Gaussian step (the dominating pair of Zhu, Dong & Wang 2022 under add/remove neighbours), not Gaussian-shaped;
+    exact profile of both directions in :func:`subsampled_gaussian_delta`, checked against privaudit's ``ctd``
+    accountant in the tests.
 
   The score of each scenario is the mechanism's output itself (a post-processing, so it can never leak
   more than the mechanism), and for the three mechanisms it is monotone in the likelihood ratio, the
   strongest attack there is.
+
+* **Attacks** (:class:`Attack`) turn the mechanism's output — the optimal score — into what a real attack scores:
+  ``optimal`` (the output itself), ``weak`` (plus independent N(0, s²) noise), ``saturating`` (min(score, t)),
+  ``discrete`` (rounded to a grid of step s) and ``zero-signal`` (N(0, 1), independent of membership). Each is a
+  post-processing of the output, so it never leaks more than the mechanism; only ``optimal`` is an optimal attack.
+  The verdict suite (:mod:`privaudit.audit.verdict_validity`) uses them to check that "consistent" is never earned
+  by an attack's weakness.
 
 * **Designs** say where the scores come from, as the estimators' ``design`` argument does:
   :class:`Trials` (independent runs: n_in in-scores and n_out out-scores, each iid), :class:`Fixed` (one
@@ -34,6 +45,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize, stats
 
 from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.errors import InvalidParameterError
@@ -239,7 +251,82 @@ class RandomizedResponse:
         return (rng.random(size) < (p_one if member else 1.0 - p_one)).astype(np.float64)
 
 
-Scenario = NullScores | GaussianMechanism | LaplaceMechanism | RandomizedResponse
+def _subsampled_check(mu: float, q: float) -> tuple[float, float]:
+    mu, q = float(mu), float(q)
+    if not math.isfinite(mu) or mu <= 0:
+        raise InvalidParameterError(f"mu must be a positive finite number, got {mu}")
+    if not 0.0 < q <= 1.0:
+        raise InvalidParameterError(f"the sampling rate q must lie in (0, 1], got {q}")
+    return mu, q
+
+
+def subsampled_gaussian_delta(epsilon: float, mu: float, q: float) -> float:
+    """δ(ε) of one Poisson-subsampled Gaussian step, A = (1 − q)·N(0, 1) + q·N(μ, 1) vs N(0, 1), both directions.
+
+    The privacy loss ln(1 − q + q·e^{μx − μ²/2}) of A against N(0, 1) is increasing in x, so the hockey-stick
+    divergence is attained at a threshold (Zhu, Dong & Wang 2022; Balle & Wang 2018 for the Gaussian case):
+
+    * removal (A ‖ N(0, 1)), t = (ln((e^ε − 1 + q)/q) + μ²/2)/μ:  δ = q·Φ̄(t − μ) − (e^ε − 1 + q)·Φ̄(t);
+    * addition (N(0, 1) ‖ A), only while e^{−ε} > 1 − q, t' = (ln((e^{−ε} − 1 + q)/q) + μ²/2)/μ:
+      δ = Φ(t') − e^ε·((1 − q)·Φ(t') + q·Φ(t' − μ)).
+
+    Returns the larger (add/remove neighbours: the mechanism's δ(ε) is the worse direction's).
+    """
+    mu, q = _subsampled_check(mu, q)
+    if math.isnan(epsilon) or epsilon < 0:
+        raise InvalidParameterError(f"the privacy profile is evaluated at ε ≥ 0, got {epsilon}")
+    t = (math.log((math.expm1(epsilon) + q) / q) + mu * mu / 2.0) / mu
+    removal = q * stats.norm.sf(t - mu) - (math.expm1(epsilon) + q) * stats.norm.sf(t)
+    addition = 0.0
+    shrink = math.exp(-epsilon) - 1.0 + q
+    if shrink > 0:
+        t_add = (math.log(shrink / q) + mu * mu / 2.0) / mu
+        addition = stats.norm.cdf(t_add) - math.exp(epsilon) * ((1 - q) * stats.norm.cdf(t_add) + q * stats.norm.cdf(t_add - mu))
+    return float(max(0.0, removal, addition))
+
+
+def subsampled_gaussian_epsilon(delta: float, mu: float, q: float) -> float:
+    """Smallest ε ≥ 0 with :func:`subsampled_gaussian_delta` ≤ δ (root of a decreasing function); ∞ at δ = 0."""
+    mu, q = _subsampled_check(mu, q)
+    delta = _check_profile_delta(delta)
+    if delta == 0.0:
+        return math.inf
+    if subsampled_gaussian_delta(0.0, mu, q) <= delta:
+        return 0.0
+    high = 1.0
+    while subsampled_gaussian_delta(high, mu, q) > delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda e: subsampled_gaussian_delta(e, mu, q) - delta, 0.0, high, xtol=1e-12, rtol=1e-12))
+
+
+@dataclass(frozen=True)
+class SubsampledGaussian:
+    """in ~ (1 − q)·N(0, 1) + q·N(μ, 1), out ~ N(0, 1): one Poisson-subsampled Gaussian step (not Gaussian-shaped)."""
+
+    mu: float = 2.0
+    q: float = 0.5
+
+    def __post_init__(self) -> None:
+        _subsampled_check(self.mu, self.q)
+
+    family = "subsampled-gaussian"
+    #: a Gaussian mixture: neither G_μ-shaped nor pure DP, so "any" is the only true claim
+    claims = (CLAIM_ANY,)
+
+    @property
+    def name(self) -> str:
+        return f"subsampled gaussian μ={self.mu:g} q={self.q:g}"
+
+    def true_epsilon(self, delta: float) -> float:
+        return subsampled_gaussian_epsilon(delta, self.mu, self.q)
+
+    def sample(self, rng: np.random.Generator, member: bool, size: int) -> np.ndarray:
+        if not member:
+            return rng.normal(0.0, 1.0, size)
+        return rng.normal(0.0, 1.0, size) + self.mu * (rng.random(size) < self.q)
+
+
+Scenario = NullScores | GaussianMechanism | LaplaceMechanism | RandomizedResponse | SubsampledGaussian
 
 
 # --------------------------------------------------------------------------------------------------
@@ -339,3 +426,58 @@ def draw_seed(base_seed: int, scenario: Scenario, design: Design, rep: int) -> n
     return np.random.SeedSequence(
         [int(base_seed), zlib.crc32(scenario.name.encode()), zlib.crc32(design.label.encode()), int(rep)]
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Attacks: what a real attack scores, as a post-processing of the optimal score (the mechanism's output)
+# --------------------------------------------------------------------------------------------------
+
+ATTACK_KINDS = ("optimal", "weak", "saturating", "discrete", "zero-signal")
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A post-processing of the mechanism's output (the optimal score); ``parameter`` is the kind's one knob.
+
+    ``weak``: score + N(0, parameter²) drawn independently of everything else; ``saturating``: min(score,
+    parameter); ``discrete``: round(score / parameter)·parameter; ``zero-signal``: N(0, 1) whatever the output and
+    the membership; ``optimal``: the output itself (parameter unused).
+    """
+
+    kind: str = "optimal"
+    parameter: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ATTACK_KINDS:
+            raise InvalidParameterError(f"attack kind must be one of {', '.join(ATTACK_KINDS)}, got {self.kind!r}")
+        if not math.isfinite(self.parameter) or (self.kind in ("weak", "discrete") and self.parameter <= 0):
+            raise InvalidParameterError(f"the {self.kind} attack needs a finite (positive) parameter, got {self.parameter}")
+
+    @property
+    def name(self) -> str:
+        return self.kind if self.kind in ("optimal", "zero-signal") else f"{self.kind} {self.parameter:g}"
+
+    def apply(self, rng: np.random.Generator, output: np.ndarray) -> np.ndarray:
+        match self.kind:
+            case "weak":
+                return output + rng.normal(0.0, self.parameter, output.size)
+            case "saturating":
+                return np.minimum(output, self.parameter)
+            case "discrete":
+                return np.round(output / self.parameter) * self.parameter
+            case "zero-signal":
+                return rng.normal(0.0, 1.0, output.size)
+        return output
+
+
+def draw_attacked_scores(scenario: Scenario, attack: Attack, design: Design,
+                         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(in-scores, out-scores) of one audit by ``attack``: :func:`draw_scores`, then the attack's post-processing."""
+    in_out, out_out = draw_scores(scenario, design, rng)
+    return attack.apply(rng, in_out), attack.apply(rng, out_out)
+
+
+def attack_seed(base_seed: int, scenario: Scenario, attack: Attack, design: Design, rep: int) -> np.random.SeedSequence:
+    """The seed of repetition ``rep`` of a scenario × attack × design."""
+    return np.random.SeedSequence([int(base_seed), zlib.crc32(scenario.name.encode()), zlib.crc32(attack.name.encode()),
+                                   zlib.crc32(design.label.encode()), int(rep)])

@@ -1,7 +1,7 @@
 """Adversarial inputs: an answer or a one-line refusal, never a stall; and answers sound against references.
 
 Extreme σ, q, steps, δ, calibration targets and heterogeneous schedules are drawn by hypothesis (derandomised,
-so the suite is reproducible). Every accountant runs under tight resource limits here (2 s, 500 MB): the
+so the suite is reproducible). Every accountant runs under tight resource limits here (2 work units, 500 MB): the
 numerical ones estimate their grids first and decline, ``auto`` falls back, RDP always answers. The heavy
 variants run in a subprocess with an address-space limit (``-m slow``). No test asserts wall-clock time.
 """
@@ -29,9 +29,9 @@ SETTINGS = settings(max_examples=15, derandomize=True, deadline=None, suppress_h
 
 @pytest.fixture(autouse=True)
 def tight_limits():
-    previous = set_default_limits(seconds=2.0, memory_bytes=5e8)
+    previous = set_default_limits(work=2.0, memory_bytes=5e8)
     yield
-    set_default_limits(previous.seconds, previous.memory_bytes)
+    set_default_limits(previous.work, previous.memory_bytes)
 
 
 def log_uniform(lo: float, hi: float):
@@ -146,7 +146,7 @@ HEAVY = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "args"), HEAVY)
 def test_heavy_inputs_answer_or_refuse_within_limits(kind, args):
-    # the timeout only keeps a broken build from hanging the suite; the library's own limit is 30 s per call
+    # the timeout only keeps a broken build from hanging the suite; the library's own limit is 30 work units per call
     done = subprocess.run([sys.executable, "-c", _CHILD, kind], input=json.dumps(args), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

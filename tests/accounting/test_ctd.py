@@ -96,7 +96,7 @@ def test_low_noise_answers_instead_of_stalling():
 
 def test_limits_decline_with_a_reason():
     with pytest.raises(ResourceRefusal, match="limit"):
-        CtdAccountant(limits=Limits(seconds=1e-9)).epsilon(dpsgd(1.0, 0.01, 1000), 1e-5)
+        CtdAccountant(limits=Limits(work=1e-9)).epsilon(dpsgd(1.0, 0.01, 1000), 1e-5)
     with pytest.raises(ResourceRefusal, match="memory"):
         CtdAccountant(limits=Limits(memory_bytes=1e3)).epsilon(dpsgd(1.0, 0.01, 1000), 1e-5)
 

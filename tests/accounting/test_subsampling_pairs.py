@@ -247,7 +247,7 @@ def test_prv_accounts_fixed_size_add_remove_with_the_doubled_sensitivity():
 @given(sigma=st.floats(-3.0, 5.0).map(lambda e: 10.0 ** e), q=st.floats(-5.0, -0.01).map(lambda e: 10.0 ** e),
        steps=st.integers(1, 10**5), relation=st.sampled_from(["add_remove", "replace_one"]))
 def test_default_answers_fixed_size_at_any_scale(sigma, q, steps, relation):
-    previous = set_default_limits(seconds=2.0, memory_bytes=5e8)
+    previous = set_default_limits(work=2.0, memory_bytes=5e8)
     try:
         c = comp(sigma, q, steps, relation, FIXED)
         try:
@@ -258,4 +258,4 @@ def test_default_answers_fixed_size_at_any_scale(sigma, q, steps, relation):
         assert res.epsilon >= 0 and not math.isnan(res.epsilon)
         assert res.epsilon <= rdp * 1.01 + 1e-9
     finally:
-        set_default_limits(previous.seconds, previous.memory_bytes)
+        set_default_limits(previous.work, previous.memory_bytes)

@@ -122,11 +122,17 @@ def test_dlg_is_reproducible_for_a_seed():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"patience": 0}, "patience must be at least 1"),
+        ({"patience": 0}, r"patience .*must be an integer in \[1, 1,000,000\], got 0"),
         ({"lr": 0.0}, "lr must be positive"),
-        ({"steps": 0}, "steps must be at least 1"),
+        ({"steps": 0}, r"steps must be an integer in \[1, 1,000,000\]"),
         ({"solved_relative_loss": -1.0}, "solved_relative_loss must be non-negative"),
         ({"init": "zeros"}, "unknown DLG init 'zeros'"),
+        # non-finite and absurd settings (attacks.inversion.limits): refused before any work, never a 'result'
+        ({"lr": float("inf")}, "lr must be a finite number, got inf"),
+        ({"lr": float("nan")}, "lr must be a finite number, got nan"),
+        ({"tolerance_grad": float("nan")}, "tolerance_grad must be a finite number"),
+        ({"steps": 10**12}, r"steps must be an integer in \[1, 1,000,000\], got 1000000000000"),
+        ({"steps": 100_000, "max_inner_iterations": 1000}, r"at most 10,000,000 matching-loss evaluations"),
     ],
 )
 def test_bad_dlg_options_are_one_line_errors(options, message):

@@ -1,4 +1,5 @@
-"""Verdict rules: refutation needs a lower bound (attack or certified), consistency needs proof or power."""
+"""Verdict rules: refutation needs a lower bound (attack or certified); consistency needs a proof, or an attack declared
+optimal for a declared Gaussian mechanism whose optimal-attack power at 2× the claim is ≥ min_power (issue 24)."""
 
 import math
 
@@ -53,11 +54,41 @@ def test_certified_upper_bound_under_valid_assumptions_is_consistent():
     assert decide(CLAIM, DELTA, [], [broken]).verdict is Verdict.INCONCLUSIVE
 
 
-def test_powerful_attack_that_finds_nothing_is_consistent_not_proof():
+def test_a_powerful_attack_declared_optimal_that_finds_nothing_is_consistent_not_proof():
     ins, outs = gaussian_scores(0.515, n=20000, seed=3)  # a mechanism exactly at the claim
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=4.0, power_trials=40)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM,
+                     power_trials=40, attack_optimal=True)
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.CONSISTENT and "not a proof of privacy" in res.reason
+    assert "declared optimal" in res.reason and f"ε = {2 * CLAIM:g}" in res.reason and "≥ 0." in res.reason
+
+
+def test_the_same_attack_not_declared_optimal_is_inconclusive_and_says_why():
+    ins, outs = gaussian_scores(0.515, n=20000, seed=3)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=40)
+    assert lb.power.lower >= 0.8 and not lb.attack_optimal
+    res = decide(CLAIM, DELTA, [lb])
+    assert res.verdict is Verdict.INCONCLUSIVE
+    assert "not declared optimal, so its silence is no evidence of privacy" in res.reason
+
+
+def test_a_declared_optimal_attack_without_power_stays_inconclusive():
+    ins, outs = gaussian_scores(0.515, n=200, seed=3)  # 200 per side cannot tell ε = 1.4 from 2.8
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM,
+                     power_trials=40, attack_optimal=True)
+    res = decide(CLAIM, DELTA, [lb])
+    assert res.verdict is Verdict.INCONCLUSIVE and "probability only about" in res.reason
+
+
+def test_a_reason_never_says_epsilon_at_least_zero_was_found():
+    ins, outs = gaussian_scores(0.0, n=20000, seed=4)  # no signal at all: the attack certifies nothing
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=0.3,
+                     power_trials=40, attack_optimal=True)
+    assert lb.epsilon_lb == 0.0
+    res = decide(0.3, DELTA, [lb])
+    assert "ε ≥ 0 " not in res.reason and "(ε ≥ 0" not in res.reason
+    if res.verdict is Verdict.CONSISTENT:
+        assert "found no ε > 0" in res.reason
 
 
 def test_weak_attack_is_inconclusive_with_reason():

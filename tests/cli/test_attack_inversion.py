@@ -51,7 +51,14 @@ def test_dataset_mode_writes_an_inversion_result_with_per_image_scores(dp_result
     assert data["epsilon"] == pytest.approx(defence_epsilon(parse_defence("dpsgd:1e-2"), 1e-5)) and data["epsilon"] > 1e3
     assert data["mode"] == "dataset" and data["defence"]["noise_multiplier"] == 0.01
     row = data["per_image"][0]
-    assert set(row) == {"index", "true_label", "predicted_label", "label_correct", "psnr", "ssim"}
+    assert set(row) == {"index", "true_label", "predicted_label", "label_correct", "psnr", "ssim", "status", "status_reason"}
+    assert data["status"] == [r["status"] for r in data["per_image"]] and set(data["status"]) <= {"ok", "no-progress", "diverged"}
+    # the attack as it ran: its whole configuration, and per update the label rule, optimiser and client model it used
+    assert data["attack_config"]["iterations"] == data["iterations"] and data["attack_config"]["label_strategy"] == "auto"
+    update = data["updates"][0]
+    assert update["settings"]["label_strategy"] in ("idlg", "bias-corrected", "given")
+    assert update["settings"]["optimizer"]["name"] == "Adam" and update["settings"]["optimizer"]["gradient"] == "signed"
+    assert update["settings"]["client_model"] and update["status"] == data["status"][0]
     assert row["label_correct"] == (row["predicted_label"] == row["true_label"])
     assert (dp_result / data["grid"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.config["seed"] == 0 and result.provenance["seed"] == 0
@@ -110,7 +117,9 @@ def test_checkpoint_mode_takes_the_runs_own_algorithm_settings(capsys, tmp_path)
     data = json.loads(stdout)
     options = data["attack_options"]
     assert options["gamma"] == 0.3 and options["fgsm_steps"] == 2 and options["use_modified_gradient"] is True
-    assert options["pseudo_step"] == 0.1 and options["iterations"] == 2 and data["notes"] == []
+    # two iterations need not descend: such an image is flagged, and that is the only note
+    assert options["pseudo_step"] == 0.1 and options["iterations"] == 2
+    assert [n for n in data["notes"] if "attack failed" not in n and "left out of the means" not in n] == []
     code, stdout, stderr = _run(capsys, "attack", "inversion", "--checkpoint", str(tmp_path / "fedprox"), "--client", "0",
                                 "--round", "1", "--attack", "ig", "--iterations", "2", "--quiet", "--json")
     assert code == 0, stderr
@@ -224,3 +233,24 @@ def test_any_configuration_field_is_an_option(capsys, tmp_path):
     data = read_result(tmp_path / "opt" / "inversion.json").data
     assert data["attack_options"] == {"start": "analytic", "keep_best_iterate": True, "lr": 0.001, "iterations": 3}
     assert data["psnr_mean"] >= 20.0  # three iterations from a random start stay near 5 dB; the analytic start does not
+
+
+@pytest.mark.slow
+def test_the_readme_ig_example_prints_what_the_readme_shows(capsys, tmp_path, monkeypatch):
+    """The README's Inverting Gradients example, run as printed: its per-image PSNR and SSIM are the README's."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    command = re.search(r"\$ privaudit (attack inversion --dataset lfw --model convnet --defense fedavg --attack ig [^\n]*)", readme)
+    assert command, "the README's IG example is gone"
+    shown = readme[command.end():].split("```", 1)[0]
+    rows = re.findall(r"│\s+(\d+) │\s+\d+ │ [^│]+│\s+([\d.]+) │ ([\d.]+) │\s+(\S+) │", shown)
+    assert rows, shown
+    args = command.group(1).split()
+    args[args.index("--out") + 1] = str(tmp_path / "inv-ig")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, stdout, stderr = _run(capsys, *args, "--quiet")
+    assert code == 0, stderr
+    printed = re.findall(r"│\s+(\d+) │\s+\d+ │ [^│]+│\s+([\d.]+) │ ([\d.]+) │\s+(\S+) │", stdout)
+    assert printed == rows, stdout

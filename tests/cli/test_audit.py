@@ -1,6 +1,7 @@
 """`privaudit audit` through the CLI entry point: happy paths and every bad input → one line, exit 2."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -159,3 +160,75 @@ def test_unwritable_out_is_refused_before_training(capsys, tmp_path, checkpoint,
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     one_line_error(capsys, "--checkpoint", str(checkpoint), *mode, "--out", str(blocker), match="is a file, not a folder")
+
+
+# -- the claim table on any terminal width, and progress when the output is not a terminal (issue 24) ---------------
+VERDICT_WORDS = ("refuted", "consistent", "inconclusive")
+
+
+@pytest.fixture(scope="module")
+def cdp_audit():
+    from privaudit.audit.runner import AuditSettings, run_claim
+
+    return run_claim("privatefl-cdp-eps8", AuditSettings(trials=1, progress=False, power_trials=20, bootstrap_resamples=20))
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_the_claim_table_never_cuts_a_verdict_word_or_a_number(cdp_audit, width):
+    import re
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from privaudit.audit.summary import audit_table
+
+    console = Console(width=width, record=True, color_system=None)
+    console.print(audit_table([cdp_audit], width=width))
+    text = console.export_text()
+    assert all(cell_len(line) <= width for line in text.splitlines()), text
+    tokens = re.findall(r"[\w.+\-∞]+", text)
+    cut = [t for t in tokens for word in VERDICT_WORDS if len(t) >= 3 and word.startswith(t) and t != word]
+    assert not cut, text  # never "ref" for "refuted"
+    lines = text.splitlines()
+    for outcome in cdp_audit.readings:
+        reading_line = next(line for line in lines if re.search(rf"\b{re.escape(outcome.reading.reading_id)}\b", line))
+        assert re.search(rf"\b{outcome.verdict.verdict.value}\b", reading_line), (reading_line, text)
+        shown = [e for e in outcome.analysis.evidence if e.implementation or "accountant ε (paper)" in text]
+        for e in shown:  # every end of every accountant's ε shown, whole (never "[15"); the paper column may go first
+            for value in (e.lower, e.upper):
+                if value is not None and math.isfinite(value):
+                    assert f"{value:.4g}" in tokens, (value, text)
+        if outcome.bounds:  # the best attack's bound
+            assert f"{max(b.epsilon_lb for b in outcome.bounds):.3g}" in tokens, text
+    # the refuting exact ε of the per-tensor reading: a lower bound that holds, its upper end starred alone
+    assert re.search(r"≥15\.13, ≤15\.13\*", text) and not re.search(r"≥15\.13\*|\[15\.13, 15\.13\]\*", text)
+
+
+def test_a_narrow_terminal_gets_one_block_per_reading(cdp_audit):
+    from rich.console import Console
+
+    from privaudit.audit.summary import audit_table
+
+    console = Console(width=60, record=True, color_system=None)
+    console.print(audit_table([cdp_audit], width=60))
+    text = console.export_text()
+    assert "reference-mnist-dnn (impl.): refuted" in text and "accountant ε (impl.): ≥15.13, ≤15.13*; ≤16.6*" in text
+    wide = Console(width=200, record=True, color_system=None)
+    wide.print(audit_table([cdp_audit], width=200))
+    text = wide.export_text()
+    assert "┃ ceiling" in text and "┃ power" in text  # every column where they fit
+
+
+def test_a_suite_step_prints_its_progress_when_the_output_is_not_a_terminal(capsys, tmp_path):
+    """`make demo > log` used to print nothing for the whole audit: rich draws bars only on a terminal."""
+    import re
+
+    from privaudit.audit.suites import register
+
+    register("progress-test", "upcycled-thm6.3-fig4", 3)
+    code, _, err = run(capsys, "--suite", "progress-test", "--out", str(tmp_path))  # progress on, stderr captured
+    assert code == 0, err
+    for reading in ("theorem-setting", "reference-fedprox", "reference-readme"):
+        assert re.search(rf"^upcycled-thm6\.3-fig4 · {reading}: \S", err, re.M), err  # a line per reading
+    bars = re.findall(r"^upcycled-thm6\.3-fig4 · .*: (\d+)/3$", err, re.M)  # each reading's trials, as lines
+    assert bars.count("0") == 3 and bars.count("3") == 3, err

@@ -95,3 +95,50 @@ def test_randomized_response_with_any_mechanism_never_overclaims(capsys, tmp_pat
         assert code == 0, err
         over += json.loads(out)["best"]["epsilon_lb"] > 1.0
     assert over / repetitions <= binomial_upper_tolerance(alpha, repetitions)
+
+
+def test_optimal_attack_is_a_declaration_that_only_a_gaussian_audit_with_power_can_use(capsys, tmp_path):
+    """Issue 24: an attack's silence supports a claim only when the user declares the attack optimal for a declared
+    Gaussian mechanism and an optimal attack at 2× the claim would be refuted with probability ≥ 0.8 at these sizes."""
+    rng = np.random.default_rng(3)
+    path = write_json(tmp_path / "s.json", {"in": rng.normal(1.0, 1.0, 2000).tolist(), "out": rng.normal(0, 1, 2000).tolist()})
+    common = ("--scores", str(path), "--mechanism", "gaussian", "--design", "trials", "--claimed-epsilon", "6",
+              "--power-trials", "40", "--json", "--out", str(tmp_path / "res"))
+    code, out, err = run(capsys, *common)
+    assert code == 0, err
+    silent = json.loads(out)
+    assert silent["attack_optimal"] is False and silent["verdict"]["verdict"] == "inconclusive"
+    assert "not declared optimal" in silent["verdict"]["reason"]
+    code, out, err = run(capsys, *common, "--optimal-attack")
+    assert code == 0, err
+    declared = json.loads(out)
+    assert declared["attack_optimal"] is True and declared["verdict"]["verdict"] == "consistent"
+    assert "declared optimal for a Gaussian mechanism" in declared["verdict"]["reason"]
+    gdp = next(r["result"] for r in declared["routes"] if r["route"] == "gdp")
+    assert gdp["attack_optimal"] and gdp["power"]["lower"] >= 0.8 and gdp["power"]["alternative_epsilon"] == 12
+    paired = next(r["result"] for r in declared["routes"] if r["route"] == "one-run-paired")
+    assert paired["power"] is None and "differences" in paired["no_power_reason"]
+    pytest.importorskip("jsonschema")
+    from privaudit.schemas import validate
+
+    validate(json.loads((tmp_path / "res" / "scores-audit.json").read_text()), "scores-audit")
+
+
+def test_optimal_attack_on_an_undeclared_family_earns_nothing(capsys, tmp_path):
+    rng = np.random.default_rng(4)
+    path = write_json(tmp_path / "s.json", {"in": rng.normal(1.0, 1.0, 2000).tolist(), "out": rng.normal(0, 1, 2000).tolist()})
+    code, out, err = run(capsys, "--scores", str(path), "--design", "trials", "--claimed-epsilon", "6", "--optimal-attack",
+                         "--power-trials", "20", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["verdict"]["verdict"] == "inconclusive" and "no attack-based power for mechanism family 'any'" in data[
+        "verdict"]["reason"]
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (("--optimal-attack",), "--claimed-epsilon"),
+    (("--optimal-attack", "--claimed-epsilon", "1", "--claim", "upcycled-thm6.2-fig3"), "exactly one of"),
+])
+def test_optimal_attack_needs_a_claim_and_scores(capsys, tmp_path, args, match):
+    path = write_json(tmp_path / "s.json", {"in": [1.0, 2.0, 3.0], "out": [0.0, 1.0, 2.0]})
+    one_line_error(capsys, "--scores", str(path), *args, match=match)

@@ -126,6 +126,8 @@ def test_workers_are_checked():
         ClientTrainer(model, (1, 8, 8), 10, LocalTrainingConfig(), "auto", SeedTree(0), workers=0)
     with pytest.raises(InvalidParameterError, match="workers"):
         run_training(TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=1, workers=0), progress=False)
+    with pytest.raises(InvalidParameterError, match="workers \\(3\\) exceed the federation's 2 clients"):
+        run_training(TrainSpec(algorithm="fedavg", dataset="digits", num_clients=2, rounds=1, workers=3), progress=False)
     assert threads_per_worker(2, cores=2) == 1 and threads_per_worker(3, cores=16) == 5 and threads_per_worker(4, cores=2) == 1
 
 
@@ -192,3 +194,150 @@ def test_the_worker_pool_stops_and_its_payload_file_goes_when_the_federation_end
 
     assert len(pools) == 1 and pools[0]._pool is None  # closed: an audit's many federations leave no processes behind
     assert not os.path.exists(pools[0]._payload_path)
+    import signal
+
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # SIGTERM raised Terminated while the pool lived, no longer
+
+
+# -- SIGTERM: the pool cleans up whenever it arrives ---------------------------------------------------------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+MARK_ENV = "PRIVAUDIT_TEST_MARK"
+
+#: ``python -c TRAIN_DRIVER WHERE train ...``: privaudit's CLI whose main process, once the pool exists, stops to wait for
+#: SIGTERM either between two rounds (``between-rounds``: in the round's metrics, no job running) or while the workers
+#: train (``during-a-round``: in its own share of the round's clients); it touches $PRIVAUDIT_TEST_MARK first.
+TRAIN_DRIVER = """
+import os, sys, time
+from pathlib import Path
+import privaudit.fl.engine.round_loop as round_loop
+import privaudit.fl.engine.trainer as trainer
+where = sys.argv.pop(1)
+
+def wait_here(original):
+    def waiting(*args, **kwargs):
+        Path(os.environ["PRIVAUDIT_TEST_MARK"]).touch()
+        time.sleep(120)
+        return original(*args, **kwargs)
+    return waiting
+
+if where == "between-rounds":
+    round_loop._round_metrics = wait_here(round_loop._round_metrics)
+else:
+    trainer._train_group = wait_here(trainer._train_group)
+from privaudit.cli.app import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["between-rounds", pytest.param("during-a-round", marks=pytest.mark.slow)])
+def test_sigterm_to_train_with_workers_exits_143_and_leaves_no_semaphore_file_or_process(tmp_path, where):
+    """``train --workers 2`` stopped by SIGTERM: exit code 143, one line, no "leaked semaphore" warning from the resource
+    tracker, no pool payload file (``privaudit-pool-*.pickle`` in the temporary folder) and no worker left running.
+    Between rounds the default handler used to kill the process on the spot and leak all three."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    temporary, mark = tmp_path / "tmp", tmp_path / "mark"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary), MARK_ENV: str(mark), "PYTHONWARNINGS": "always"}
+    args = ["train", "--algorithm", "fedavg", "--dataset", "digits", "--num-clients", "4", "--model", "convnet",
+            "--execution", "sequential", "--local-epochs", "1", "--batch-size", "64", "--rounds", "3", "--workers", "2",
+            "--threads", "1", "--quiet"]
+    with (tmp_path / "stderr").open("w") as stderr:
+        process = subprocess.Popen([sys.executable, "-c", TRAIN_DRIVER, where, *args], cwd=REPO, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 120
+            while not (mark.exists() and list(temporary.glob("privaudit-pool-*.pickle"))):
+                assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()
+                time.sleep(0.05)
+            workers = _children(process.pid)
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    time.sleep(1.0)  # the resource tracker reports leaked semaphores when its pipe closes
+    err = (tmp_path / "stderr").read_text()
+    assert code == 143 and [line for line in err.splitlines() if line.strip()] == ["error: terminated (SIGTERM)"], err
+    assert "leaked semaphore" not in err and "Traceback" not in err
+    assert not list(temporary.glob("privaudit-pool-*")), "the pool's payload file outlived the command"
+    assert workers and not [pid for pid in workers if _running(pid)], "pool workers outlived the command"
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux /proc), the pool's workers and multiprocessing's resource tracker."""
+    from pathlib import Path
+
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            found.append(int(status.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = (Path("/proc") / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in state
+
+
+def _half_a_result(context, item):
+    """Write the start of a result message into the pool's result pipe, say so, and wait to be terminated: a worker
+    killed while it sends a large result leaves the parent's reader exactly there."""
+    import gc
+    import os
+    import struct
+    import time
+    from multiprocessing.queues import SimpleQueue
+    from pathlib import Path
+
+    (queue,) = [o for o in gc.get_objects() if isinstance(o, SimpleQueue)]  # the worker's result queue
+    os.write(queue._writer.fileno(), struct.pack("!i", 1_000_000) + b"x" * 16)  # 16 of the 1,000,000 bytes announced
+    Path(os.environ[MARK_ENV]).touch()
+    time.sleep(120)
+
+
+POOL_DRIVER = """
+import os, sys, threading, time
+from pathlib import Path
+from privaudit.errors import Terminated
+from privaudit.executor import WorkerPool
+from tests.fl.test_workers import _context, _half_a_result
+
+def local():
+    while not Path(os.environ["PRIVAUDIT_TEST_MARK"]).exists():
+        time.sleep(0.05)
+    raise Terminated("terminated (SIGTERM)")
+
+pool = WorkerPool(1, _context, 1)
+try:
+    pool.map_alongside(_half_a_result, [0], local)
+except Terminated:
+    print("threads left:", sorted(t.name for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()))
+"""
+
+
+def test_a_worker_stopped_mid_result_does_not_hang_the_process_at_exit(tmp_path):
+    """The pool's manager thread used to wait for ever for the rest of a result a terminated worker had begun to send,
+    and the interpreter hung at exit joining it (a SIGTERM'd ``train`` that never ended)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, MARK_ENV: str(tmp_path / "mark"), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", POOL_DRIVER], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "threads left: []", done.stdout
+    assert not list(tmp_path.glob("privaudit-pool-*"))

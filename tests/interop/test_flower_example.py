@@ -38,6 +38,9 @@ def test_flower_example_is_recorded_audited_and_attacked(tmp_path):
     result = json.loads(text)
     flower_epsilon = [r for r in result["reported_epsilon"] if "accountant" in r["source"]]
     assert len(flower_epsilon) == 1 and flower_epsilon[0]["epsilon"] > 0  # Flower's own RDP figure, kept beside ours
+    # every node trains: a round is the Gaussian(σ) Flower composed, so its RDP figure is a certified upper bound
+    assert flower_epsilon[0]["assessment"]["status"] == "certified"
+    assert flower_epsilon[0]["epsilon"] >= result["max_epsilon"]
 
     attack = _run("-m", "privaudit", "attack", "membership", "--checkpoint", str(out), "--attack", "loss", "--json", timeout=300)
     assert attack.returncode == 0, attack.stderr

@@ -225,6 +225,12 @@ def test_audit_tap_keeps_flowers_own_epsilon_beside_privaudits(tmp_path):
     reported = json.loads((tmp_path / "ck" / "manifest.json").read_text())["reported_epsilon"]
     assert len(reported) == 1 and "DifferentialPrivacyServerSideFixedClipping accountant" in reported[0]["source"]
     assert reported[0]["epsilon"] == pytest.approx(accountant.get_privacy_spent().epsilon)
+    # what Flower's accountant composed, in privaudit's terms: Gaussian(σ) per release, no amplification (issue 24)
+    from privaudit.accounting.reported import FrameworkAccounting
+
+    model = FrameworkAccounting.from_dict(reported[0]["accounted_as"])
+    assert (model.method, model.bound, model.mechanisms) == ("rdp", "upper", ((Gaussian(1.0), 3),))
+    assert "displace" in model.caveat
 
 
 def test_canary_scores_sum_every_round_not_only_the_sampled_ones(tmp_path):

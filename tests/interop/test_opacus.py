@@ -79,9 +79,12 @@ def test_checkpoint_reaccounts_the_run_and_keeps_opacus_epsilon(run, tmp_path):
     ours = data_json["max_epsilon"]
     # a tight accountant never exceeds RDP's conversion for the same mechanism, and stays within a sane factor of it
     assert 0.5 * reported["epsilon"] < ours <= reported["epsilon"] * (1 + 1e-6)
-    assert data_json["reported_epsilon"] == [reported]
+    (classified,) = data_json["reported_epsilon"]
+    assert {k: v for k, v in classified.items() if k != "assessment"} == reported
+    # opacus's RDP accountant composed exactly the Poisson-subsampled steps the run recorded: a certified upper bound
+    assert classified["assessment"]["status"] == "certified" and classified["assessment"]["privaudit_epsilon"] == ours
     code, text, err = run_cli("compute-epsilon", "--checkpoint", path, "--delta", DELTA)
-    assert code == 0 and "reported by opacus" in text, err
+    assert code == 0 and "reported by opacus" in text and "a certified upper bound" in " ".join(text.split()), err
 
     code, out, err = run_cli("attack", "membership", "--checkpoint", path, "--attack", "loss", "--json")
     assert code == 0, err

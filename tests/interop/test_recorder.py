@@ -210,10 +210,12 @@ def test_an_exception_inside_the_block_writes_no_manifest(tmp_path):
 
 
 def test_privacy_events_in_user_terms():
-    central = privacy_events(GaussianRelease("server", noise_multiplier=1.2, clip=0.5, sample_rate=0.1, level="client",
-                                             steps=3), round=4)
+    central = privacy_events(GaussianRelease("server", noise_multiplier=1.2, clip=0.5, sample_rate=0.1, sampling="poisson",
+                                             level="client", steps=3), round=4)
     assert [(e.client_id, e.round, e.count) for e in central] == [("server", 4, 3)]
     assert central[0].mechanism == SubsampledGaussian(1.2, 0.1)
+    with pytest.raises(InvalidParameterError, match=r"sampling='poisson'.*sampling='fixed-size'"):  # no optimistic default
+        GaussianRelease("server", noise_multiplier=1.2, clip=0.5, sample_rate=0.1, level="client")
     local = privacy_events(GaussianRelease([0, 1], noise_std=2.0, clip=4.0, sensitivity=4.0), round=1)
     assert [e.mechanism for e in local] == [Gaussian(0.5), Gaussian(0.5)]
     whole_update = privacy_events(GaussianRelease([0], noise_std=2.0, clip=4.0, sensitivity=8.0), round=1)

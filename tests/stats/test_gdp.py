@@ -5,7 +5,13 @@ import pytest
 from scipy import stats
 
 from privaudit.accounting.gaussian import gaussian_mu_for
-from privaudit.audit import Explicit, compose_mu, epsilon_gdp, gdp_rounds_lower_bound
+from privaudit.audit import (
+    Explicit,
+    compose_mu,
+    epsilon_gdp,
+    gdp_best_round_lower_bound,
+    gdp_rounds_lower_bound,
+)
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.gdp import gdp_bound, mu_from_rate_bounds, mu_to_epsilon
 from privaudit.stats.scores import AuditScores
@@ -98,3 +104,27 @@ def test_rounds_are_audited_at_alpha_over_t_and_compose():
     assert composed.details["mu_lb"] == pytest.approx(2 * single)
     assert 0.0 <= composed.power.probability <= 1.0
     json.dumps(composed.to_dict())
+
+
+def test_the_rounds_power_is_calibrated_to_the_claim_not_the_observed_rounds():
+    """Issue 24: the composed and best-round power come from T Gaussian rounds of total μ_alt (ε(μ_alt) = 2 × claim),
+    never from the observed per-round scores; the best-round figure is that of one round at μ_alt/√T."""
+    from privaudit.stats.assumptions import Design
+    from privaudit.stats.power import canonical_power, clear_power_cache
+
+    clear_power_cache()
+    leaky = [(deterministic_normal(2.0, 400), deterministic_normal(0.0, 400)) for _ in range(4)]
+    silent = [(deterministic_normal(0.0, 400), deterministic_normal(0.0, 400)) for _ in range(4)]
+    options = {"significance": 0.05, "claimed_epsilon": 3.0, "power_trials": 40, "delta": 1e-5}
+    composed = gdp_rounds_lower_bound(leaky, **options)
+    clear_power_cache()
+    assert gdp_rounds_lower_bound(silent, **options).power == composed.power
+    assert composed.power.rounds == 4 and composed.power.alternative_mu == pytest.approx(gaussian_mu_for(6.0, 1e-5))
+    best = gdp_best_round_lower_bound(leaky, **options)
+    single = canonical_power(lambda s: mu_to_epsilon(gdp_bound(s, 0.0125, 1e-5, Bonferroni(DEFAULT_GDP_FAMILY))[1]["mu_lb"],
+                                                     1e-5),
+                             n_in=400, n_out=400, design=Design.TRIALS, claimed_epsilon=3.0, delta=1e-5, trials=40,
+                             mu=best.power.alternative_mu / 2)
+    assert best.power.probability == single.probability and best.power.lower == single.lower
+    # composing the rounds' evidence is at least as powerful as the one round that must carry μ_alt/√T
+    assert composed.power.probability >= best.power.probability

@@ -58,7 +58,10 @@ def run_mechanism_family(checkpoint: Path) -> tuple[MechanismFamily, str]:
 class CheckpointAuditOptions:
     """What every checkpoint audit takes: the claim's δ (and ε, else the ledger's), α, the accountant and seeds.
 
-    Validated when built, so a bad value is refused before any training.
+    ``attack_optimal`` is the auditor's declaration that the attack is optimal for the run's (Gaussian) mechanism —
+    its score a strictly increasing function of the privacy loss of a worst-case pair of neighbours. Only then can
+    the attack's silence make the claim "consistent" (:func:`privaudit.audit.verdict.decide`); it is recorded in the
+    result and never set by privaudit itself. Validated when built, so a bad value is refused before any training.
     """
 
     delta: float = 1e-5
@@ -67,6 +70,7 @@ class CheckpointAuditOptions:
     accountant: str = "auto"
     seed: int = 0
     power_trials: int = 200
+    attack_optimal: bool = False
 
     def __post_init__(self) -> None:
         probability_open("delta", self.delta)
@@ -74,6 +78,8 @@ class CheckpointAuditOptions:
         if self.claimed_epsilon is not None:
             finite_non_negative("the claimed ε", self.claimed_epsilon)
         integer_at_least("power trials", self.power_trials, 1)
+        if not isinstance(self.attack_optimal, bool):
+            raise InvalidParameterError(f"attack_optimal must be True or False, got {self.attack_optimal!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -90,7 +90,8 @@ def bound_one_run(checkpoint: Path, claim: CheckpointClaim, in_s, out_s, options
     routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
     share = float(options.significance) / 2
     bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
-                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed)
+                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed,
+                       attack_optimal=options.attack_optimal)
               for name in routes]
     verdict = decide(claim.epsilon, claim.delta, bounds, [])
     metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()

@@ -84,14 +84,20 @@ ONE_RUN_ROUND_VALIDITY = (
 
 def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, significance: float = 0.05,
                                    delta: float = 1e-5, claimed_epsilon: float | None = None, power_factor: float = 2.0,
-                                   power_trials: int = 100, power_seed: int = 0) -> LowerBound:
+                                   power_trials: int = 100, power_seed: int = 0, attack_optimal: bool = False,
+                                   min_power: float = 0.8, power_progress: bool = False) -> LowerBound:
     """max_t of per-round one-run ε lower bounds (Steinke, Nasr & Jagielski 2023, Thm 3.1), each at α/T.
 
     Unlike ``gdp-best-round`` it does not treat a round's canaries as independent trials, so it stays valid when
-    the release is not linear in the canaries. Power: the observed rounds resampled (:mod:`privaudit.stats.power`).
+    the release is not linear in the canaries. Its rounds are audited as mechanism family ``any`` (coupled or
+    non-Gaussian rounds), which has no attack-based power (:func:`privaudit.stats.power.power_unavailable`): with a
+    claimed ε, ``power`` is None and ``no_power_reason`` says why. ``power_trials``, ``power_seed`` and
+    ``power_progress`` are accepted for a uniform signature with the GDP bounds.
     """
+    from privaudit.stats.assumptions import MechanismFamily
     from privaudit.stats.estimators import estimate
-    from privaudit.stats.power import rounds_power
+    from privaudit.stats.power import check_power_arguments, power_unavailable
+    from privaudit.stats.routes import ROUTES
     from privaudit.stats.scores import check_positive_delta, check_significance
 
     if not rounds:
@@ -101,17 +107,13 @@ def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, s
     per_round = [estimate("one-run", i, o, mechanism="any", design="bernoulli", significance=share, delta=delta)
                  for i, o in rounds]
     best = int(np.argmax([b.epsilon_lb for b in per_round]))
-    power = None
+    no_power = None
     if claimed_epsilon is not None:
-        def best_bound(resampled) -> float:
-            return max(estimate("one-run", r.in_scores, r.out_scores, mechanism="any", design="bernoulli",
-                                significance=share, delta=delta).epsilon_lb for r in resampled)
-
-        observed = [(b_in, b_out) for b_in, b_out in rounds]
-        power = rounds_power(best_bound, observed, claimed_epsilon=claimed_epsilon, delta=delta, factor=power_factor,
-                             trials=power_trials, seed=power_seed, method_suffix="; best round's one-run bound")
+        check_power_arguments(claimed_epsilon, power_factor, power_trials, min_power)
+        no_power = power_unavailable(MechanismFamily.ANY, ROUTES["one-run"], per_round[best].strategy, delta, power_factor)
     chosen = per_round[best]
-    return replace(chosen, estimator="one-run-best-round", significance=significance, power=power,
+    return replace(chosen, estimator="one-run-best-round", significance=significance, power=None,
+                   attack_optimal=bool(attack_optimal), no_power_reason=no_power,
                    ceiling=max(b.ceiling for b in per_round), n_in=sum(b.n_in for b in per_round),
                    n_out=sum(b.n_out for b in per_round),
                    details={"rounds": len(rounds), "per_round_significance": share, "best_round_index": best,
@@ -380,7 +382,7 @@ def _bounds(observed: _Observed, claim: CheckpointClaim, options: GradientCanary
     pairs = observed.observations.pairs()
     complete = observed.observations.complete_rounds()
     common = {"significance": options.significance / 2, "delta": claim.delta, "claimed_epsilon": claim.epsilon,
-              "power_trials": options.power_trials, "power_seed": options.seed}
+              "power_trials": options.power_trials, "power_seed": options.seed, "attack_optimal": options.attack_optimal}
     clipped, independent = bool(observed.clipped), observed.independent
     composed = gdp_rounds_lower_bound(pairs, **common)
     composed = replace(composed, details={**composed.details, "valid": observed.validity.valid and not clipped,

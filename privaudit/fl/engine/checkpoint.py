@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from privaudit.accounting.ledger import PrivacyLedger
 from privaudit.errors import CheckpointError, PrivauditError
+from privaudit.output_folder import folder_for
 
 if TYPE_CHECKING:
     import torch
@@ -360,7 +361,12 @@ def _sequential_shapes(model_info: Mapping[str, Any]) -> Shapes:
 
 # -- writing ----------------------------------------------------------------------------------------
 class CheckpointWriter:
-    """Round observer that writes a trained federation as it trains; the manifest comes last (atomically)."""
+    """Round observer that writes a trained federation as it trains; the manifest comes last (atomically).
+
+    Every file goes through the checkpoint's output folder (:func:`privaudit.output_folder.folder_for`): should a write
+    fail (the disk filled after 5 of 20 rounds), the rounds written so far are copied to a temporary folder, training
+    goes on and the checkpoint is completed there; :attr:`folder` says where it is (``folder.relocation``: why).
+    """
 
     def __init__(
         self,
@@ -379,6 +385,7 @@ class CheckpointWriter:
             raise CheckpointError(f"{self.root} already holds a trained federation; choose another directory or overwrite it")
         self.tensors: dict[str, dict[str, Any]] = {}
         self.metrics: list[dict[str, Any]] = []
+        self.folder = folder_for(self.root, "train")
 
     def prepare(self) -> None:
         """Create the directory and remove a previous run's manifest, training result and tensor files."""
@@ -401,18 +408,14 @@ class CheckpointWriter:
         """Write ``manifest`` (with every tensor file written so far) atomically, its own sha256 added last."""
         manifest = json.loads(json.dumps({**manifest, "tensors": self.tensors}, ensure_ascii=False))  # hash what a reader sees
         manifest["manifest_sha256"] = manifest_digest(manifest)
-        temporary = self.root / (MANIFEST + ".tmp")
-        temporary.write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
-        os.replace(temporary, self.root / MANIFEST)
+        self.folder.save(MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False))  # atomic: output_folder.write_file
 
     def _write(self, relative: str, tensors: Mapping[str, torch.Tensor], metadata: dict[str, str]) -> None:
         from safetensors.torch import save
 
         # saved from the CPU: a checkpoint written on any device loads on any other
         data = save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata)
-        target = self.root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        self.folder.save(relative, data)
         self.tensors[relative] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), **metadata}
 
     # RoundObserver interface ----------------------------------------------------------------------

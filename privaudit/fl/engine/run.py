@@ -161,6 +161,9 @@ def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, datas
         dataset = load_dataset(
             spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed, **spec.dataset_options
         )
+    if spec.workers > dataset.num_clients:  # one worker trains one client at a time: the others would only wait
+        raise InvalidParameterError(f"workers ({spec.workers}) exceed the federation's {dataset.num_clients} clients; "
+                                    f"use at most {dataset.num_clients}")
     name = spec.model or default_model_for(dataset)
     if not isinstance(name, str):
         raise InvalidParameterError("the model must be given by name")

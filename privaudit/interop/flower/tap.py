@@ -29,7 +29,14 @@ before a server-side clip), the round's metrics (the wrapped strategy's and ``ev
 * without a DP wrapper: every sampled client released its update without calibrated noise (``NoDP``: ε = ∞).
 
 When the wrapper runs Flower's own accountant (``accountant=``), its ε is kept in the checkpoint beside privaudit's
-(``reported_epsilon``; ``compute-epsilon --checkpoint`` shows both).
+(``reported_epsilon``), with what that accountant composed (:func:`flower_accounting`), so ``compute-epsilon
+--checkpoint`` and reports classify it (:mod:`privaudit.accounting.reported`). Flower's fixed-clipping accounting
+(flwr 1.42 requires ``SamplingMethod.NO_AMPLIFICATION``) composes one Gaussian(σ) of sensitivity C per round. That is
+the round's mechanism when every node trains; when m < N nodes are sampled, an added client can displace a sampled one,
+the noised sum moves by up to 2C, and the round is the fixed-size subsampled Gaussian above, which Gaussian(σ) does not
+bound under add/remove neighbours: Flower's figure is then *not an upper bound*, and *refuted* where a certified lower
+bound on the recorded rounds exceeds it (10 rounds of 5 of 10 clients at σ = 1, δ = 1e-5: Flower's RDP gives
+ε = 19.05, the recorded rounds' PRV lower end 31.3).
 
 Flower's adaptive-clipping wrappers and its client-side ``LocalDpMod`` are not read: the tap refuses the former with a
 clear error and cannot see the latter (its noise is added on the clients), so a run with ``LocalDpMod`` alone is
@@ -51,7 +58,8 @@ from flwr.app import ArrayRecord, ConfigRecord, MessageType
 from flwr.serverapp.strategy import Strategy
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
-from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
+from privaudit.accounting.mechanisms import Gaussian, Neighbouring, Sampling, SubsampledGaussian
+from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import InvalidParameterError
 
 #: The ConfigRecord :func:`tap_mod` adds to a train reply.
@@ -128,13 +136,52 @@ def flower_dp_settings(strategy) -> FlowerDP | None:
     return found[0] if found else None
 
 
-def flower_privacy_spent(strategy) -> tuple[str, Any] | None:
-    """(wrapper name, Flower's ``PrivacySpent``) when a DP wrapper in the chain runs Flower's own accountant."""
+def flower_privacy_spent(strategy) -> tuple[str, Any, Any] | None:
+    """(wrapper name, Flower's ``PrivacySpent``, its accountant) when a DP wrapper in the chain runs Flower's own
+    accountant."""
     for layer in _chain(strategy):
         spent = getattr(layer, "privacy_spent", None)
         if callable(spent) and getattr(layer, "accountant", None) is not None:
-            return type(layer).__name__, spent()
+            return type(layer).__name__, spent(), layer.accountant
     return None
+
+
+def flower_accounting(accountant, method: str) -> FrameworkAccounting | None:
+    """What a Flower accountant composed, from its public ``config`` and ``state_dict()`` (flwr 1.42,
+    ``flwr.supercore.privacy_accounting``): per composed event, Gaussian(σ) (``no-amplification``), σ at Poisson rate
+    m/N (``poisson``) or m of N without replacement (``without-replacement``, replace-one). ``None`` when its state
+    cannot be read."""
+    from flwr.serverapp import NeighboringRelation, SamplingMethod
+
+    if method != "rdp":  # the one Flower accountant whose answer privaudit knows to be an upper bound (dp-accounting's RDP)
+        return None
+    try:
+        config = accountant.config
+        compositions = accountant.state_dict()["compositions"]
+        mechanisms = []
+        for item in compositions:
+            event, count = item["event"], int(item["count"])
+            sigma, m, n = float(event["noise_multiplier"]), int(event["sample_size"]), int(event["population_size"])
+            if config.sampling_method is SamplingMethod.NO_AMPLIFICATION or m >= n:
+                mechanisms.append((Gaussian(sigma), count))
+            elif config.sampling_method is SamplingMethod.POISSON:
+                mechanisms.append((SubsampledGaussian(sigma, m / n, Sampling.POISSON), count))
+            else:
+                mechanisms.append((SubsampledGaussian(sigma, m / n, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT), count))
+        relation = (Neighbouring.REPLACE_ONE if config.neighboring_relation is NeighboringRelation.REPLACE_ONE
+                    else Neighbouring.ADD_REMOVE)
+        amplification = config.sampling_method.value
+    except (AttributeError, KeyError, TypeError, ValueError, InvalidParameterError):
+        return None
+    if not mechanisms:
+        return None
+    caveat = ("Flower's no-amplification accounting takes each round as Gaussian(σ) with sensitivity C, which is the round "
+              "only when every node trains; with m < N sampled, an added client can displace a sampled one, so the noised "
+              "sum moves by up to 2C and Gaussian(σ) does not bound the round under add/remove neighbours"
+              if amplification == SamplingMethod.NO_AMPLIFICATION.value else
+              "Flower's accountant composes the events its strategy reported; the rounds recorded from the run differ")
+    return FrameworkAccounting(method, tuple(mechanisms), relation, "upper",
+                               model=f"Flower {method} accounting with sampling_method={amplification}", caveat=caveat)
 
 
 def _weighting_key(strategy) -> str | None:
@@ -336,10 +383,11 @@ class AuditTap(Strategy):
             self._flush()
             flower = flower_privacy_spent(self.strategy)
             if flower is not None and flower[1] is not None and flower[1].num_releases > 0:
-                name, spent = flower
+                name, spent, accountant = flower
+                method = str(spent.accounting_method)
                 self.recorder.report_epsilon(float(spent.epsilon), float(spent.delta), client="server",
-                                             source=f"Flower {name} accountant ({spent.accounting_method}, "
-                                                    f"{spent.num_releases} releases)")
+                                             source=f"Flower {name} accountant ({method}, {spent.num_releases} releases)",
+                                             accounted_as=flower_accounting(accountant, method))
             self._closed = True
         return self.recorder.close()
 

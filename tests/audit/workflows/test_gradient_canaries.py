@@ -69,7 +69,8 @@ def test_best_round_finds_the_leaking_round_with_ceiling_and_power():
     assert bound.details["per_round_significance"] == pytest.approx(0.05 / 5)
     assert bound.details["per_round_mu_lb"][0] == 0.0 and 1.0 < bound.details["mu_lb"] < 3.0
     assert 0 < bound.epsilon_lb <= bound.ceiling and bound.n_in == bound.n_out == 500
-    assert bound.power is not None and bound.power.trials == 50 and bound.power.claimed_epsilon == 1.0
+    assert bound.power is not None and bound.power.max_trials == 50 and bound.power.claimed_epsilon == 1.0
+    assert bound.power.rounds == 5 and bound.mechanism == "gaussian" and not bound.attack_optimal
 
 
 # -- the per-run composition decision ---------------------------------------------------------------
@@ -188,7 +189,9 @@ def test_when_clipping_binds_only_the_one_run_bound_decides(capsys, tmp_path, ru
     assert not bounds["gdp-composed"]["details"]["valid"] and not bounds["gdp-best-round"]["details"]["valid"]
     one_run = bounds["one-run-best-round"]
     assert one_run["details"]["valid"] and one_run["significance"] == pytest.approx(0.025)
-    assert 0 <= one_run["epsilon_lb"] <= one_run["ceiling"] and one_run["power"] is not None
+    assert 0 <= one_run["epsilon_lb"] <= one_run["ceiling"]
+    # coupled rounds are audited as family "any": no attack-based power, and the bound says why (issue 24)
+    assert one_run["power"] is None and "no attack-based power" in one_run["no_power_reason"]
     assert all("gdp" not in r for r in data["refuted_by"])
     assert any("no longer independent trials" in n for n in data["notes"]) and "only the one-run bound" in out
 
