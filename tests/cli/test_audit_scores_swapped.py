@@ -91,7 +91,7 @@ def test_no_warning_when_the_scores_are_the_right_way_round_or_carry_no_signal(c
 def test_the_generator_writes_randomized_response_reproducibly(tmp_path):
     args = ["--epsilon", "1", "--canaries", "4000", "--seed", "0"]
     runs = [subprocess.run([sys.executable, str(EXAMPLE), *args, "--out", str(tmp_path / f"rr{i}.json")],
-                           capture_output=True, text=True, timeout=120) for i in (0, 1)]
+                           capture_output=True, text=True, timeout=600) for i in (0, 1)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     first, second = ((tmp_path / f"rr{i}.json").read_text() for i in (0, 1))
     assert first == second
@@ -100,7 +100,7 @@ def test_the_generator_writes_randomized_response_reproducibly(tmp_path):
     truthful = (sum(data["in"]) + len(data["out"]) - sum(data["out"])) / 4000  # e/(1+e) ≈ 0.731
     assert abs(truthful - np.e / (1 + np.e)) < 0.03
     bad = subprocess.run([sys.executable, str(EXAMPLE), "--epsilon", "nan", "--out", str(tmp_path / "x.json")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "--epsilon must be" in bad.stderr.strip().splitlines()[-1]
 
 
@@ -112,7 +112,7 @@ def test_the_readme_example_bounds_are_what_the_commands_print(capsys, tmp_path)
     printed = dict(re.findall(r"│ (one-run\S*|cp|gdp)\s*│ ([0-9.]+)\s*│", block))
     assert set(printed) == {"one-run", "one-run-fdp-box", "one-run-paired"}, block
     done = subprocess.run([sys.executable, str(EXAMPLE), "--epsilon", "1", "--canaries", "4000", "--seed", "0",
-                           "--out", str(tmp_path / "rr.json")], capture_output=True, text=True, timeout=120)
+                           "--out", str(tmp_path / "rr.json")], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     code, out, err = run(capsys, "--scores", str(tmp_path / "rr.json"), "--design", "bernoulli", "--delta", "0",
                          "--claimed-epsilon", "0.5", "--json")

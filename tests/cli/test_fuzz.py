@@ -431,7 +431,7 @@ def slow_shadow_trial(spec, seed):
     try:
         os.close(os.open(folder / "first", os.O_CREAT | os.O_EXCL))
     except FileExistsError:
-        time.sleep(120)
+        time.sleep(3600)  # far longer than the hang guard below: a pool that waits for its trials fails the test
     return {"phi": [], "accuracy": None}
 
 
@@ -465,16 +465,15 @@ def test_interrupted_process_pool_stops_at_once_and_cleanly(files, tmp_path, sig
              "--shadows", "4", "--executor", "process", "--workers", "2", "--out", str(out), "--quiet"],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 600  # a hang guard (generous: a loaded machine starts slowly)
             # the first trial is recorded and both workers are busy: one hangs in a trial
             while not ((out / "shadows" / "trials.jsonl").exists() and len([p for p in pids.iterdir() if p.name != "first"]) >= 2):
                 assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "stderr").read_text()
                 time.sleep(0.05)
             workers = [int(p.name) for p in pids.iterdir() if p.name != "first"]
-            sent = time.monotonic()
             process.send_signal(signum)
-            code = process.wait(timeout=30)
-            stopped_after = time.monotonic() - sent
+            # a hang guard, not a speed test: the hung trial sleeps an hour, so a pool that waited for it never ends
+            code = process.wait(timeout=600)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -484,7 +483,6 @@ def test_interrupted_process_pool_stops_at_once_and_cleanly(files, tmp_path, sig
                         os.kill(leftover, signal.SIGKILL)
     time.sleep(1.0)  # the resource tracker reports leaked semaphores when the parent's pipe closes
     err = (tmp_path / "stderr").read_text()
-    assert stopped_after < 15, f"the pool waited for its trials ({stopped_after:.1f} s)"
     # the shell's conventions: 128 + the signal's number (SIGTERM 15 → 143, Ctrl-C's SIGINT 2 → 130)
     expected = {signal.SIGTERM: (143, "error: terminated (SIGTERM)"), signal.SIGINT: (130, "error: aborted")}[signum]
     assert (code, [line for line in err.splitlines() if line.strip()]) == (expected[0], [expected[1]]), err

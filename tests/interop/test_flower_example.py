@@ -57,5 +57,5 @@ def test_flower_example_is_recorded_audited_and_attacked(tmp_path):
 
 
 def test_flower_example_refuses_a_bad_partition_in_one_line(tmp_path):
-    run = _run("examples/flower_audit.py", "--out", str(tmp_path / "x"), "--clients", "12", "--per-client", "150", timeout=120)
+    run = _run("examples/flower_audit.py", "--out", str(tmp_path / "x"), "--clients", "12", "--per-client", "150", timeout=600)
     assert run.returncode != 0 and "no held-out digits" in run.stderr and "Traceback" not in run.stderr

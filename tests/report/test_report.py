@@ -110,13 +110,13 @@ def test_html_loads_cleanly_in_headless_chromium(report, tmp_path):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
     url = files.html.resolve().as_uri()
-    dom = subprocess.run([_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run([_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=600)
     assert dom.returncode == 0, dom.stderr[-500:]
     for section in SECTION_IDS:
         assert f'id="{section}"' in dom.stdout
     shot = tmp_path / "screenshot.png"
     run = subprocess.run([_chromium(), *flags, f"--screenshot={shot}", "--window-size=1280,2400", url],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and shot.exists() and shot.stat().st_size > 20_000
 
 
@@ -139,7 +139,7 @@ def test_the_report_opens_with_the_claims_figure_in_headless_chromium(report, tm
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400"]
     dom = subprocess.run([_chromium(), *flags, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert dom.returncode == 0, dom.stderr[-500:]
     found = re.search(r'data-probe="([^"]*)"', dom.stdout)
     assert found, "the page's load event never ran"
