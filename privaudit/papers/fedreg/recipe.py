@@ -80,26 +80,34 @@ def _one_step_epsilon(sigma: float, delta: float) -> float:
 
 
 def psnr_table(results: Sequence[dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any]:
-    """Per defence × attacker: per-image PSNR, means, SSIM, label accuracy; per defence the effective PSNR."""
+    """Per defence × attacker: per-image PSNR, means, SSIM, label accuracy; per defence the effective PSNR (flagged
+    attack runs left out) and the number of flagged runs."""
+    # torch: loaded with the trials, not with the claim list
+    from attacks.inversion.convergence import FLAGGED
     from privaudit.papers.fedreg.trials import attackers, defence_ids
 
     baseline = np.array([float(r["baseline_psnr"]) for r in results])
-    rows, effective = [], {}
+    rows, effective, flagged = [], {}, {}
     for defence in defence_ids(spec):
         best = baseline.copy()
         for attacker in attackers(spec, defence):
             cells = [next(x for x in r["rows"] if x["defence"] == defence and x["attacker"] == attacker) for r in results]
             psnr = np.array([float(c["psnr"]) for c in cells])
-            best = np.maximum(best, psnr)
+            # a flagged run (diverged, no progress) measures the attack's failure, not the defence: left out of the
+            # effective PSNR (result files from before the status was recorded count as "ok")
+            usable = np.array([c.get("status", "ok") not in FLAGGED for c in cells])
+            best = np.where(usable, np.maximum(best, psnr), best)
+            flagged[defence] = flagged.get(defence, 0) + int((~usable).sum())
             labels = [c["label_accuracy"] for c in cells if c["label_accuracy"] is not None]
             rows.append({"defence": defence_name(defence), "defence_id": defence, "attacker": attacker,
                          "psnr_mean": float(psnr.mean()), "psnr": [float(v) for v in psnr],
+                         "flagged_runs": int((~usable).sum()),
                          "exact_recoveries": int(sum(bool(c["exact"]) for c in cells)),
                          "ssim_mean": float(np.mean([c["ssim"] for c in cells])),
                          "label_accuracy": float(np.mean(labels)) if labels else None,
                          "seconds_mean": float(np.mean([c["seconds"] for c in cells]))})
         effective[defence] = best
-    return {"rows": rows, "effective": effective, "baseline": baseline}
+    return {"rows": rows, "effective": effective, "baseline": baseline, "flagged": flagged}
 
 
 def _per_image(values: Sequence[float]) -> str:
@@ -150,6 +158,7 @@ def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
             "distinct_images": len(set(images_seen)), "image_indices": images_seen,
             "adaptive_attacker": spec["adaptive"], "iterations": section.get("iterations"),
             "baseline_psnr_mean": float(base.mean()), "psnr": table["rows"],
+            "flagged_runs": {defence_name(k): v for k, v in table["flagged"].items() if v},
             "effective_psnr_mean": {defence_name(k): float(v.mean()) for k, v in eff.items()},
             "paired_differences": {f"FedReg+MG − DP-SGD σ = {s:g}": [float(v) for v in eff[MG] - eff[f"dpsgd:{s:g}"]]
                                    for s in spec["sigmas"]},
@@ -174,6 +183,15 @@ def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
         needs = [] if attack == "analytic" or spec["adaptive"] else [
             f"the adaptive attacker was not run ({d['images']} image(s); it runs from {p['adaptive_from_images']} images, "
             "e.g. in the claims suite): 'supported' would rest on the naive attacker alone"]
+        flagged = d.get("flagged_runs", {})
+        mg_flagged = flagged.get(defence_name(MG), 0)
+        if mg_flagged:  # FedReg+MG's PSNR can only be under-measured: "not supported" stands, "supported" cannot
+            needs.append(f"{mg_flagged} attack run(s) on FedReg+MG diverged or made no progress (left out of its effective "
+                         "PSNR), so its leakage may be under-measured")
+        reference_flagged = sum(v for k, v in flagged.items() if k.startswith("DP-SGD"))
+        if reference_flagged:  # an under-measured reference could make FedReg+MG look worse than it is
+            invalid.append(f"{reference_flagged} attack run(s) on DP-SGD diverged or made no progress, so the reference "
+                           "PSNR may be under-measured")
         mg_gain = paired_bound(PairedComparison("MG − FedReg", "FedReg+MG", "FedReg", tuple(d["fedreg_mg_minus_fedreg"])),
                                0.025, 0.0)
         means = d["effective_psnr_mean"]

@@ -103,8 +103,10 @@ def _capped(value: float, cap: float) -> float:
 def psnr_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     """One image (drawn from ``seed``) attacked under every defence; see the module docstring.
 
-    Returns ``{"image", "label", "baseline_psnr", "rows": [{"defence", "attacker", "psnr", "exact", "ssim",
-    "label_accuracy", "seconds"}, …]}`` — ``psnr`` capped at ``psnr_cap`` (``exact``: the uncapped PSNR was above it).
+    Returns ``{"image", "label", "baseline_psnr", "rows": [{"defence", "attacker", "psnr", "status", "exact", "ssim",
+    "label_accuracy", "seconds"}, …]}`` — ``psnr`` capped at ``psnr_cap`` (``exact``: the uncapped PSNR was above it);
+    ``status`` is the attack's optimisation status (:mod:`attacks.inversion.convergence`: a diverged attack or one that
+    made no progress is flagged, and its PSNR is no measure of the defence).
     """
     import torch
 
@@ -143,6 +145,7 @@ def psnr_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
                                       seed=attack_seed)
             value = float(scored.psnr[0])
             rows.append({"defence": defence, "attacker": attacker, "psnr": _capped(value, cap),
+                         "status": scored.status[0] if scored.status else "ok",
                          "exact": bool(not math.isfinite(value) or value > cap), "ssim": float(scored.ssim[0]),
                          "label_accuracy": float(scored.label_scores[0]) if scored.label_scores else None,
                          "seconds": time.perf_counter() - started})
