@@ -148,6 +148,8 @@ class Outcome:
     matching_losses: list[float | None] = field(default_factory=list)
     ground_truth: Any = field(default=None, repr=False)
     reconstructions: Any = field(default=None, repr=False)
+    #: each image's attack status (attacks.inversion.convergence); flagged images stay listed but leave the means
+    status: list[str] = field(default_factory=list)
 
     def first(self, k: int) -> Outcome:
         """The outcome on the first ``k`` images only: update u depends on image u and seed + u alone."""
@@ -156,13 +158,16 @@ class Outcome:
         return Outcome(Cell(c.dataset, c.defence, c.attack, c.attack_label, c.model, k, c.labels_known, c.variant),
                        self.epsilon, self.psnr[:k], self.ssim[:k], sum(hits) / len(hits) if hits else None, self.seconds,
                        hits, self.matching_losses[:k], None if self.ground_truth is None else self.ground_truth[:k],
-                       None if self.reconstructions is None else self.reconstructions[:k])
+                       None if self.reconstructions is None else self.reconstructions[:k], self.status[:k])
 
     def record(self, iterations: int) -> dict[str, Any]:
+        from attacks.inversion.convergence import FLAGGED  # attacks.inversion loads torch and every attack
+
         c = self.cell
         return {
             "defence": c.defence.label, "sigma": c.defence.sigma, "epsilon": self.epsilon, "attack": c.attack_label,
-            "dataset": c.dataset, "psnr_mean": _mean(self.psnr), "ssim_mean": _mean(self.ssim),
+            "dataset": c.dataset, "psnr_mean": _mean(self.psnr, self.status), "ssim_mean": _mean(self.ssim, self.status),
+            "status": self.status, "images_excluded": sum(s in FLAGGED for s in self.status),
             "label_accuracy": self.label_accuracy, "model": c.model, "images": c.images, "psnr": self.psnr,
             "ssim": self.ssim, "iterations": None if c.attack == "analytic" else iterations, "seconds": self.seconds,
             "labels_known": c.labels_known, "matching_loss": self.matching_losses,
@@ -170,7 +175,11 @@ class Outcome:
         }
 
 
-def _mean(values: Sequence[float]) -> float | None:
+def _mean(values: Sequence[float], status: Sequence[str] = ()) -> float | None:
+    """Mean over the images whose attack is not flagged (∞ when one of them was recovered exactly)."""
+    from attacks.inversion.convergence import FLAGGED  # attacks.inversion loads torch and every attack
+
+    values = [v for i, v in enumerate(values) if i >= len(status) or status[i] not in FLAGGED]
     finite = [v for v in values if math.isfinite(v)]
     if not values:
         return None
@@ -254,7 +263,7 @@ def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # ty
             if u.get("scores", {}).get("label_accuracy") is not None]
     losses = [u.get("attack", {}).get("matching_loss") for u in run.updates]
     return Outcome(cell, epsilon, list(run.psnr), list(run.ssim), run.label_accuracy, run.seconds, hits, losses,
-                   run.ground_truth, run.reconstructions)
+                   run.ground_truth, run.reconstructions, list(run.status))
 
 
 # -- outputs -------------------------------------------------------------------------------------------
