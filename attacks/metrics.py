@@ -28,6 +28,7 @@ from scipy.optimize import linear_sum_assignment
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.scores import score_array
 
 # ---------------------------------------------------------------------------------------------------
 # image layout
@@ -209,23 +210,14 @@ def score_reconstruction(
 # ROC for membership scores
 
 
-def _scores(values: Any, what: str) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float64).ravel()
-    if array.size == 0:
-        raise InvalidParameterError(f"{what} scores are empty")
-    if not np.all(np.isfinite(array)):
-        raise InvalidParameterError(f"{what} scores contain NaN or infinite values")
-    return array
-
-
 def roc_curve(member_scores: Any, nonmember_scores: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Empirical ROC of the rule "member iff score ≥ t" over all distinct thresholds t.
 
     Returns (fpr, tpr, thresholds) with thresholds in decreasing order, starting at +inf (the point
     (0, 0)) and ending at the smallest score (the point (1, 1)). Tied scores move together.
     """
-    members = _scores(member_scores, "member")
-    others = _scores(nonmember_scores, "non-member")
+    members = score_array("member scores", member_scores)  # the one validation of scores (privaudit.stats.scores)
+    others = score_array("non-member scores", nonmember_scores)
     thresholds = np.unique(np.concatenate([members, others]))[::-1]
     members_sorted = np.sort(members)
     others_sorted = np.sort(others)

@@ -438,7 +438,7 @@ def bench_grid(rows, timeout: float) -> tuple[list[str], dict]:
 
 
 def bench_fixed(timeout: float) -> list[str]:
-    lines = ["A batch of b = q·n records drawn uniformly without replacement, n fixed. Pairs (ctd module docstring): "
+    lines = ["A batch of b = q·n records drawn uniformly without replacement, n fixed. Pairs (privaudit.accounting.pairs): "
              "replace-one — the symmetrisation of ((1 − q)·N(0, σ²) + q·N(2, σ²), N(0, σ²)); add/remove (b fixed, so an "
              "added record displaces another) — that pair in both directions, i.e. the Poisson add/remove pair at σ/2. "
              "Before this section existed `auto` answered replace-one with rdp (Wang, Balle & Kasiviswanathan 2019) "

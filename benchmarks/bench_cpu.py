@@ -49,7 +49,7 @@ def run_mode(execution: str, workers: int, threads: int, args: argparse.Namespac
     import torch
 
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec, run_training
+    from privaudit.fl.run import TrainSpec, run_training
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -1,7 +1,7 @@
 """Flower-hosted privaudit algorithms next to privaudit's engine: the same specs, seeds and data, side by side.
 
 For each spec (FedAvg, FedProx, Upcycled-FedProx without privacy, FedAvg under client-level central DP) it runs
-:func:`privaudit.fl.engine.run.run_training` (sequential trainer, the reference) and
+:func:`privaudit.fl.run.run_training` (sequential trainer, the reference) and
 :func:`privaudit.interop.flower.run_spec_in_flower` (Flower 1.42's simulation engine, Ray backend, one node per
 client) and reports wall time, final test accuracy, the largest difference between the two final models and whether
 the two ledgers are identical. A Flower run's time includes Ray's start-up and the client actors' imports (its round 1);
@@ -40,7 +40,7 @@ def ray_start_seconds() -> float:
 
 def specs(rounds: int, clients: int, quick: bool):
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec
+    from privaudit.fl.run import TrainSpec
 
     common = dict(dataset="digits", rounds=rounds, model="logreg", num_clients=clients, seed=7, execution="sequential",
                   local=LocalTrainingConfig(epochs=2, batch_size=32, lr=0.2))
@@ -67,7 +67,7 @@ def main() -> None:
     import flwr
 
     from privaudit.fl.engine import params as P
-    from privaudit.fl.engine.run import run_training
+    from privaudit.fl.run import run_training
     from privaudit.interop.flower import run_spec_in_flower
 
     ray_seconds = ray_start_seconds()

@@ -114,7 +114,7 @@ def upcycled(device: str, sizes: Sizes) -> dict:
     import torch
 
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec, run_training
+    from privaudit.fl.run import TrainSpec, run_training
 
     spec = TrainSpec(algorithm="upcycled-fedprox", dataset="synthetic:iid", rounds=sizes.upcycled_rounds,
                      num_clients=sizes.upcycled_clients, privacy="output-perturbation",
@@ -137,8 +137,8 @@ def resnet(device: str, sizes: Sizes, workers: int) -> dict:
 
     from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
     from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.engine.run import TrainSpec, build_algorithm
     from privaudit.fl.engine.seeding import seeded_torch_global
+    from privaudit.fl.run import TrainSpec, build_algorithm
 
     dataset = _cifar_shaped(sizes)
     model = seeded_torch_global(0, resnet18)

@@ -75,7 +75,7 @@ def time_round(p_model: str, repeats: int) -> dict:
     import torch
 
     from privaudit.accounting.ledger import PrivacyLedger
-    from privaudit.fl.algorithms.base import ClientResult, SetupContext
+    from privaudit.fl.engine.algorithm import ClientResult, SetupContext
     from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
     from privaudit.fl.engine.params import model_state
     from privaudit.fl.engine.seeding import SeedTree

@@ -57,7 +57,7 @@ def run_workload(name: str, shadows: int, examples: int, modes: tuple[str, ...])
     from attacks.membership.examples import examples_from_dataset
     from attacks.membership.target import load_training_data
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec, run_training
+    from privaudit.fl.run import TrainSpec, run_training
 
     w = WORKLOADS[name]
 

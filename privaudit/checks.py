@@ -8,6 +8,7 @@ value it got; inner code trusts what it receives. No numpy, no torch: every laye
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -56,15 +57,24 @@ def integer_at_least(name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def parse_enum(enum: type[Enum], value: Any, what: str) -> Any:
-    """The member of ``enum`` that ``value`` names (a member, or its value in any case, ``_`` or ``-``); else one
-    :class:`~privaudit.errors.InvalidParameterError` that lists the choices."""
+def spelling(value: Any) -> str:
+    """The one spelling of an enum value at the boundary: stripped, lower case, ``-`` between words (``add_remove``,
+    ``Add-Remove`` and ``add-remove`` are one name)."""
+    return str(value).strip().lower().replace("_", "-")
+
+
+def parse_enum(enum: type[Enum], value: Any, what: str, aliases: Mapping[str, Enum] | None = None) -> Any:
+    """The member of ``enum`` that ``value`` names (a member, or its value in any case, ``_`` or ``-``, or one of the
+    ``aliases``, keyed by :func:`spelling`); else one :class:`~privaudit.errors.InvalidParameterError` that lists the
+    choices."""
     if isinstance(value, enum):
         return value
-    key = str(value).strip().lower().replace("_", "-")
+    key = spelling(value)
     for member in enum:
-        if member.value == key:
+        if spelling(member.value) == key:
             return member
-    names = [repr(m.value) for m in enum]
+    if aliases and key in aliases:
+        return aliases[key]
+    names = [repr(spelling(m.value)) for m in enum]
     choices = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
     raise InvalidParameterError(f"unknown {what} {value!r}; use {choices}")

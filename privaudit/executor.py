@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.device import DEVICE_ENV, cpu_cores, default_device
 from privaudit.errors import InvalidParameterError, Terminated
 from privaudit.output_folder import OutputFolder, folder_for
 from privaudit.progress import progress_bar
@@ -69,8 +70,6 @@ def _call(fn: TrialFn, trial: Trial) -> tuple[str, Any]:
 
 def _call_on_device(fn: TrialFn, trial: Trial, device: str | None) -> tuple[str, Any]:
     """:func:`_call` with the caller's training device (:func:`privaudit.device.training_device`) in effect."""
-    from privaudit.device import DEVICE_ENV
-
     previous = os.environ.pop(DEVICE_ENV, None)
     if device is not None:
         os.environ[DEVICE_ENV] = device
@@ -263,8 +262,6 @@ def _call_in_context(fn: Callable[[Any, Any], Any], item: Any) -> Any:
 
 def threads_per_worker(workers: int, cores: int | None = None) -> int:
     """torch threads for each of ``workers`` processes sharing ``cores`` cores: ``max(1, cores // workers)``."""
-    from privaudit.device import cpu_cores
-
     return max(1, int(cores or cpu_cores()) // max(1, int(workers)))
 
 
@@ -378,8 +375,6 @@ class RayExecutor(Executor):
             ray.init(**{k: v for k, v in kwargs.items() if v is not None})
 
     def run(self, fn: TrialFn, trials: Sequence[Trial]) -> Iterator[tuple[str, Any]]:
-        from privaudit.device import default_device
-
         ray = self._ray
         remote = ray.remote(_call_on_device)
         device = default_device()  # Ray's workers do not inherit this process's environment: each task takes it along

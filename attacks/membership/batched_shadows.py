@@ -33,14 +33,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
+from privaudit.data.base import ClientData
 from privaudit.executor import Executor, Trial
-from privaudit.fl.engine.local_training import ExactMinimiser, active_counts, run_lanes
+from privaudit.fl.engine.local_solver import LaneSolver, LocalOutcome, LocalTask, Trainer
+from privaudit.fl.engine.local_training import Schedule, run_lanes
+from privaudit.fl.engine.oracles import StackedOracle, lane_batches
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.stacked import StackedModel, build_stacked_model
-from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask, _StackedOracle
+from privaudit.fl.engine.trainer import ClientTrainer
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def _stackable(jobs: Sequence[LaneJob]) -> bool:
     if not tasks or any(job.trainer.stacked is None for job in jobs if job.tasks):
         return False
     first = tasks[0].objective
-    if isinstance(first.solver, ExactMinimiser) or hasattr(first.solver, "train_client"):
+    if not isinstance(first.solver, LaneSolver):  # a client solver trains each client itself
         return False
     return all(t.objective.solver == first.solver and t.objective.prox == first.prox
                and (t.objective.linear is None) == (first.linear is None) for t in tasks)
@@ -80,19 +82,9 @@ def train_federations_as_lanes(jobs: Sequence[LaneJob]) -> tuple[list[list[Local
     schedules = {(j, i): jobs[j].trainer.schedule(jobs[j].tasks[i], jobs[j].training_round) for j, i in lanes}
     lanes.sort(key=lambda lane: -schedules[lane].steps)  # stable: ties keep job and client order
     steps = [schedules[lane].steps for lane in lanes]
-    width = max(schedules[lane].indices.shape[1] for lane in lanes)
-    rows = np.full((steps[0], len(lanes), width), -1, dtype=np.int64)
-    weights = np.zeros((steps[0], len(lanes), width), dtype=np.float32)
-    xs, ys, offset = [], [], 0
-    for column, (j, i) in enumerate(lanes):
-        task, plan = jobs[j].tasks[i], schedules[(j, i)]
-        x, y = jobs[j].trainer.tensors(task.data, task.client_id)  # on the device, uploaded once per shadow client
-        xs.append(x)
-        ys.append(y)
-        valid = plan.indices >= 0
-        rows[: plan.steps, column, : plan.indices.shape[1]] = np.where(valid, plan.indices + offset, -1)
-        weights[: plan.steps, column, : plan.indices.shape[1]] = valid / plan.sizes[:, None].astype(np.float32)
-        offset += len(y)
+    # each lane's data on the device, uploaded once per shadow client
+    batches = lane_batches([jobs[j].trainer.tensors(jobs[j].tasks[i].data, jobs[j].tasks[i].client_id) for j, i in lanes],
+                           [schedules[lane] for lane in lanes])
 
     def stack_lanes(values: Callable[[int, int], State | None]) -> list[torch.Tensor] | None:
         states = [values(j, i) for j, i in lanes]
@@ -103,8 +95,7 @@ def train_federations_as_lanes(jobs: Sequence[LaneJob]) -> tuple[list[list[Local
     generators = None
     if lead.stacked.random:
         generators = [jobs[j].trainer.seeds.torch("dropout", jobs[j].training_round, jobs[j].tasks[i].client_id) for j, i in lanes]
-    oracle = _StackedOracle(lead.stacked, names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, lead.num_classes,
-                            active_counts(steps), generators, lead.local.double_softmax)
+    oracle = StackedOracle(lead.stacked, names, fixed, batches, lead.num_classes, generators, lead.local.double_softmax)
     objective = jobs[lanes[0][0]].tasks[lanes[0][1]].objective
     result = run_lanes(
         stack_lanes(lambda j, i: jobs[j].global_state),
@@ -264,14 +255,28 @@ class Lockstep:
         return results
 
 
-class LockstepTrainer:
-    """A federation's trainer that trains its rounds through a :class:`Lockstep` (everything else: its own trainer)."""
+class LockstepTrainer(Trainer):
+    """A federation's trainer (:class:`~privaudit.fl.engine.local_solver.Trainer`) that trains its rounds through a
+    :class:`Lockstep`; everything else is its own :class:`~privaudit.fl.engine.trainer.ClientTrainer`'s."""
 
     def __init__(self, inner: ClientTrainer, lockstep: Lockstep, lane: int) -> None:
         self.inner, self.lockstep, self.lane = inner, lockstep, lane
+        self.model, self.names, self.local, self.seeds, self.device = inner.model, inner.names, inner.local, inner.seeds, inner.device
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def tensors(self, data: ClientData, client_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inner.tensors(data, client_id)
+
+    def schedule(self, task: LocalTask, training_round: int) -> Schedule:
+        return self.inner.schedule(task, training_round)
+
+    def train_one(self, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
+        return self.inner.train_one(global_state, task, training_round)
+
+    def share_clients(self, clients: Sequence[ClientData]) -> None:
+        self.inner.share_clients(clients)
+
+    def close(self) -> None:
+        self.inner.close()
 
     @property
     def mode(self) -> str:

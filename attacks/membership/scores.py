@@ -18,32 +18,25 @@ from typing import Any
 import numpy as np
 
 from privaudit.errors import InvalidParameterError
-
-
-def _frozen(values: Any, name: str) -> np.ndarray:
-    array = np.array(values, dtype=np.float64).ravel()
-    if not np.all(np.isfinite(array)):
-        raise InvalidParameterError(f"{name} contain {int(np.sum(~np.isfinite(array)))} non-finite value(s)")
-    array.setflags(write=False)
-    return array
+from privaudit.stats.scores import AuditScores, score_array
 
 
 @dataclass(frozen=True, eq=False)
-class MembershipScores:
+class MembershipScores(AuditScores):
     """Scores of members (``in_scores``) and non-members (``out_scores``); larger means "member".
 
-    ``meta`` holds JSON-ready facts about how the scores were made (attack, signal, threat model, the
-    theoretical μ of a mechanism-level test, ...). Arrays are float64, one-dimensional, finite, read-only;
-    a side may be empty (e.g. a round in which no canary was inserted), :meth:`is_complete` says so.
+    The auditor's own score type (:class:`privaudit.stats.scores.AuditScores`, validated by the same
+    :func:`~privaudit.stats.scores.score_array`) with ``meta``: JSON-ready facts about how the scores were made
+    (attack, signal, threat model, the theoretical μ of a mechanism-level test, ...). Arrays are float64,
+    one-dimensional, finite, read-only; a side may be empty (e.g. a round in which no canary was inserted),
+    :meth:`is_complete` says so.
     """
 
-    in_scores: np.ndarray
-    out_scores: np.ndarray
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "in_scores", _frozen(self.in_scores, "member scores"))
-        object.__setattr__(self, "out_scores", _frozen(self.out_scores, "non-member scores"))
+        object.__setattr__(self, "in_scores", score_array("member scores", self.in_scores, allow_empty=True))
+        object.__setattr__(self, "out_scores", score_array("non-member scores", self.out_scores, allow_empty=True))
         object.__setattr__(self, "meta", dict(self.meta))
 
     @classmethod
@@ -54,14 +47,6 @@ class MembershipScores:
         if values.shape != bits.shape:
             raise InvalidParameterError(f"{values.size} scores for {bits.size} membership labels")
         return cls(values[bits], values[~bits], meta or {})
-
-    @property
-    def n_in(self) -> int:
-        return int(self.in_scores.size)
-
-    @property
-    def n_out(self) -> int:
-        return int(self.out_scores.size)
 
     def is_complete(self) -> bool:
         """Both sides hold at least one score (what the auditor needs)."""

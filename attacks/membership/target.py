@@ -23,7 +23,7 @@ from privaudit.data.base import FederatedDataset
 from privaudit.errors import CheckpointError, InvalidParameterError
 from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.params import State
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 
 _CHUNK = 8192
 
@@ -40,7 +40,7 @@ def train_spec_from_dict(data: Mapping[str, Any]) -> TrainSpec:
 
 
 def load_training_data(spec: TrainSpec) -> FederatedDataset:
-    """The federated dataset ``spec`` trains on (the same loader call as :func:`privaudit.fl.engine.run.run_training`)."""
+    """The federated dataset ``spec`` trains on (the same loader call as :func:`privaudit.fl.run.run_training`)."""
     from privaudit.data import load_dataset
 
     return load_dataset(spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed,

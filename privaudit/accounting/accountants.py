@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
 from privaudit.accounting.ctd import CtdAccountant
+from privaudit.accounting.gaussian import plain_gaussian_mu
 from privaudit.accounting.gdp import GdpAccountant
 from privaudit.accounting.limits import ResourceRefusal, shared_work
 from privaudit.accounting.mechanisms import Composition
 from privaudit.accounting.pld import PldAccountant
 from privaudit.accounting.prv import PrvAccountant
-from privaudit.accounting.prv import plain_gaussian_mu as prv_plain_gaussian_mu
 from privaudit.accounting.pure import PureCompositionAccountant
 from privaudit.accounting.rdp import RdpAccountant
 from privaudit.errors import InvalidParameterError, NumericalFailure, UnsupportedMechanismError
@@ -107,7 +107,7 @@ class DefaultAccountant(Accountant):
                     f"{MAX_DISTINCT_FOR_NUMERICAL} for {accountant.name} (ask for --accountant {accountant.name} to force it)")
         if accountant.name == "prv" and delta is not None and any(a.name == "ctd" for a in self.chain):
             rdp = RdpAccountant()
-            if rdp.supports(composition) and prv_plain_gaussian_mu(composition) is None:
+            if rdp.supports(composition) and plain_gaussian_mu(composition) is None:
                 eps = rdp.epsilon(composition, delta).epsilon
                 if eps < PRV_MIN_EPSILON:
                     return (f"skipped: ε ≤ {eps:.3g} (RDP) is below {PRV_MIN_EPSILON:g}, where prv's error floor "

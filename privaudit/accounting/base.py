@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from privaudit.accounting.mechanisms import Composition, PureDP, effective_pure_epsilon
+from privaudit.accounting.mechanisms import (
+    Composition,
+    Mechanism,
+    Neighbouring,
+    PureDP,
+    effective_pure_epsilon,
+)
 from privaudit.checks import probability_open
 from privaudit.errors import InvalidParameterError, UnsupportedMechanismError
 
@@ -107,6 +114,12 @@ class Accountant(ABC):
 
     def supports(self, composition: Composition) -> bool:
         return self.unsupported_reason(composition) is None
+
+    def prefetch(self, mechanisms: Iterable[Mechanism], neighbouring: Neighbouring) -> None:  # noqa: B027 - a hook
+        """Prepare for many compositions of ``mechanisms`` (a ledger's clients and rounds) before they are asked.
+
+        By default nothing: accountants that compose per-mechanism quantities override it (``rdp`` computes every
+        distinct mechanism's RDP curve in one vectorised batch and caches them)."""
 
     def check(self, composition: Composition) -> None:
         if not isinstance(composition, Composition):

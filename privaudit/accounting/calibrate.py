@@ -28,6 +28,7 @@ from privaudit.accounting.accountants import DefaultAccountant, get_accountant
 from privaudit.accounting.base import Accountant, EpsilonResult, check_delta
 from privaudit.accounting.limits import shared_work
 from privaudit.accounting.mechanisms import Composition
+from privaudit.accounting.prv import PrvAccountant
 from privaudit.errors import InvalidParameterError, NumericalFailure
 
 SIGMA_MAX = 1e8
@@ -52,9 +53,7 @@ class Calibration:
 def _single_pass(acct: Accountant, target: float) -> Accountant:
     """PRV with one pass per probe: its error bound is tied to the known target (0.4 % of it)."""
     eps_error = max(0.004 * target, 1e-3)
-    if acct.name == "prv" and getattr(acct, "eps_error", 0.0) is None:
-        from privaudit.accounting.prv import PrvAccountant
-
+    if isinstance(acct, PrvAccountant) and acct.eps_error is None:
         return PrvAccountant(eps_error=eps_error)
     if isinstance(acct, DefaultAccountant):
         return DefaultAccountant(tuple(_single_pass(a, target) for a in acct.chain))

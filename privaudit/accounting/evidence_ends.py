@@ -22,8 +22,9 @@ mechanism — always a bug in whatever computed them, never something to render.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 #: Relative slack when comparing two certified ends (both are rounded up/down by their accountants' own margins).
 TOLERANCE = 1e-9
@@ -74,11 +75,24 @@ def ends(lower: object, upper: object, *, implementation: bool, assumptions_hold
                 implementation)
 
 
-def of_evidence(evidence: object) -> Ends:
-    """:func:`ends` of an ``AccountingEvidence`` or of its dict form (``upper``, ``lower``, ``implementation``, …)."""
-    get = evidence.get if isinstance(evidence, dict) else (lambda key: getattr(evidence, key, None))
-    return ends(get("lower"), get("upper"), implementation=bool(get("implementation")),
-                assumptions_hold=get("assumptions_hold") is not False)
+class Evidence(Protocol):
+    """An accounting result as read here: the fields of :class:`privaudit.audit.verdict.AccountingEvidence` (which
+    lives above this layer)."""
+
+    lower: float | None
+    upper: float
+    implementation: bool
+    assumptions_hold: bool
+
+
+def of_evidence(evidence: Evidence | Mapping[str, Any]) -> Ends:
+    """:func:`ends` of an ``AccountingEvidence`` or of its dict form (``upper``, ``lower``, ``implementation``, …;
+    a key left out reads as ``None``)."""
+    if isinstance(evidence, Mapping):
+        return ends(evidence.get("lower"), evidence.get("upper"), implementation=bool(evidence.get("implementation")),
+                    assumptions_hold=evidence.get("assumptions_hold") is not False)
+    return ends(evidence.lower, evidence.upper, implementation=bool(evidence.implementation),
+                assumptions_hold=evidence.assumptions_hold is not False)
 
 
 def default_format(value: float) -> str:
@@ -134,7 +148,7 @@ def sentence(e: Ends, fmt: Callable[[float], str] = default_format) -> str:
     return "; ".join(parts)
 
 
-def contradictions(evidence: Iterable[object], label: str = "") -> list[str]:
+def contradictions(evidence: Iterable[Evidence | Mapping[str, Any]], label: str = "") -> list[str]:
     """Every holding lower end above a holding upper end of the examined mechanism (implementation evidence): a bug.
 
     Evidence under the paper's assumptions is about another mechanism and is not compared with it.

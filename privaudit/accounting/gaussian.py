@@ -7,8 +7,8 @@ privacy", Thm 8; Dong, Roth & Su 2022, "Gaussian differential privacy", Cor. 2.1
     δ(ε; μ) = Φ(−ε/μ + μ/2) − e^ε · Φ(−ε/μ − μ/2)
 
 The functions here evaluate it in log space (no overflow for ε in the thousands) and invert it with a
-bracketing root finder. They are shared by the accountants (plain Gaussian compositions are exact) and
-by the auditor (the GDP route from a μ lower bound to an ε lower bound).
+bracketing root finder. They are shared by the accountants (plain Gaussian compositions are exact:
+:func:`plain_gaussian_mu`) and by the auditor (the GDP route from a μ lower bound to an ε lower bound).
 """
 
 from __future__ import annotations
@@ -18,6 +18,13 @@ import math
 import numpy as np
 from scipy import special
 
+from privaudit.accounting.mechanisms import (
+    Composition,
+    Gaussian,
+    Neighbouring,
+    SubsampledGaussian,
+    effective_gaussian_multiplier,
+)
 from privaudit.errors import InvalidParameterError
 
 _LOG_TINY = -745.0  # log of the smallest positive double
@@ -131,3 +138,22 @@ def gaussian_mu_for(epsilon: float, delta: float) -> float:
 def gaussian_epsilon_vec(mu: np.ndarray, delta: float) -> np.ndarray:
     """Vectorised :func:`gaussian_epsilon` (a loop; μ arrays in audits are short)."""
     return np.array([gaussian_epsilon(float(m), delta) for m in np.ravel(mu)]).reshape(np.shape(mu))
+
+
+def plain_gaussian_mu(composition: Composition) -> float | None:
+    """μ of a composition of plain Gaussian releases, else ``None``.
+
+    A Gaussian release with effective multiplier z is (1/z)-GDP and μ-GDP composes as μ² = Σ count/z² (Dong, Roth &
+    Su 2022, Cor. 3.3), exactly: the composition is one Gaussian release (Balle & Wang 2018, Thm 8). A subsampled
+    Gaussian at rate 1 is a plain release; replace-one neighbours halve z (the sensitivity doubles).
+    """
+    mu_sq = 0.0
+    for mechanism, count in composition:
+        if isinstance(mechanism, Gaussian):
+            z = effective_gaussian_multiplier(mechanism, composition.neighbouring)
+        elif isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate >= 1.0:
+            z = mechanism.z / (2.0 if composition.neighbouring is Neighbouring.REPLACE_ONE else 1.0)
+        else:
+            return None
+        mu_sq += 0.0 if math.isinf(z) else count / (z * z)
+    return math.sqrt(mu_sq)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privaudit.accounting.base import NO_GUARANTEE
+from privaudit.accounting.base import NO_GUARANTEE, Accountant
+from privaudit.accounting.dp_events import from_dp_event, to_dp_event
 from privaudit.accounting.mechanisms import (
     Composition,
     Mechanism,
@@ -235,16 +236,12 @@ class PrivacyLedger:
                         valid: bool = True, note: str = "") -> None:
         """Record a dp-accounting ``DpEvent`` for ``client_id``: one :class:`PrivacyEvent` per release it contains
         (:func:`privaudit.accounting.dp_events.from_dp_event`; an event without a privaudit mechanism is refused)."""
-        from privaudit.accounting.dp_events import from_dp_event
-
         composition = from_dp_event(event, self.neighbouring)
         self.record_all(PrivacyEvent(str(client_id), round_, mechanism, count, tuple(assumptions), valid, note)
                         for mechanism, count in composition)
 
     def to_dp_events(self, dataset_size: int | None = None) -> dict[str, Any]:
         """Each client's composition as one dp-accounting ``DpEvent`` (:func:`privaudit.accounting.dp_events.to_dp_event`)."""
-        from privaudit.accounting.dp_events import to_dp_event
-
         return {cid: to_dp_event(self.composition_for(cid), dataset_size) for cid in self.clients()}
 
     def set_budget(self, client_id: str | int, epsilon: float, delta: float) -> None:
@@ -293,9 +290,7 @@ class PrivacyLedger:
     def summary(self, delta: float, accountant: str = "rdp") -> LedgerSummary:
         """ε of every client (identical compositions are computed once; RDP curves are batched)."""
         acct = _resolve(accountant)
-        prefetch = getattr(acct, "prefetch", None)
-        if prefetch is not None:
-            prefetch({e.mechanism for e in self.events}, self.neighbouring)
+        acct.prefetch({e.mechanism for e in self.events}, self.neighbouring)
         memo: dict[Composition, tuple[float, str]] = {}
         by_client: dict[str, list[PrivacyEvent]] = defaultdict(list)
         for e in self.events:
@@ -343,9 +338,7 @@ class PrivacyLedger:
         the client's distinct mechanisms are computed once (batched) and reused by every prefix.
         """
         acct = _resolve(accountant)
-        prefetch = getattr(acct, "prefetch", None)
-        if prefetch is not None:
-            prefetch({e.mechanism for e in self.events_for(client_id)}, self.neighbouring)
+        acct.prefetch({e.mechanism for e in self.events_for(client_id)}, self.neighbouring)
         memo: dict[Composition, float] = {}
         out = []
         for r in rounds:
@@ -377,7 +370,7 @@ class PrivacyLedger:
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
         if not isinstance(data, dict) or data.get("schema") != LEDGER_SCHEMA:
             raise InvalidParameterError(f"not a privaudit ledger (expected schema {LEDGER_SCHEMA!r})")
-        ledger = cls(neighbouring=data.get("neighbouring", "add_remove"))
+        ledger = cls(neighbouring=data.get("neighbouring", Neighbouring.ADD_REMOVE))
         for cid, b in data.get("budgets", {}).items():
             ledger.set_budget(cid, b["epsilon"], b["delta"])
         ledger.record_all(PrivacyEvent.from_dict(e) for e in data.get("events", []))
@@ -404,7 +397,9 @@ def _failures(events: Iterable[PrivacyEvent]) -> tuple[tuple[str, tuple[int, ...
     return tuple((reason, tuple(sorted(set(r)))) for reason, r in rounds.items())
 
 
-def _resolve(accountant):
+def _resolve(accountant: str | Accountant) -> Accountant:
+    # imported here for its cost: the accountants pull numpy and scipy.special (~0.5 s), which recording, reading and
+    # writing a ledger (training, reports, the CLI's start-up) never need
     from privaudit.accounting.accountants import get_accountant
 
     return get_accountant(accountant)

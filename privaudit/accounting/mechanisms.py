@@ -21,44 +21,36 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
+from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 
 
 class Neighbouring(str, Enum):
-    """Neighbouring relation of the DP guarantee."""
+    """Neighbouring relation of the DP guarantee: the one vocabulary of the package (ledgers, compositions, the
+    one-run audit's pairs, the CLI). Written as its value (``add_remove``); read in either spelling (``add-remove``)."""
 
     ADD_REMOVE = "add_remove"
     REPLACE_ONE = "replace_one"
 
     @classmethod
     def parse(cls, value: str | Neighbouring) -> Neighbouring:
-        if isinstance(value, Neighbouring):
-            return value
-        key = str(value).strip().lower().replace("-", "_")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise InvalidParameterError(f"unknown neighbouring relation {value!r}; use 'add-remove' or 'replace-one'")
+        return parse_enum(cls, value, "neighbouring relation")
 
 
 class Sampling(str, Enum):
-    """How records (or clients) are sampled into each step."""
+    """How records (or clients) are sampled into each step: the one vocabulary of the package. Written as its value
+    (``fixed_size_without_replacement``); read in either spelling, and ``fixed-size`` / ``without-replacement`` too."""
 
     POISSON = "poisson"
     FIXED_SIZE_WITHOUT_REPLACEMENT = "fixed_size_without_replacement"
 
     @classmethod
     def parse(cls, value: str | Sampling) -> Sampling:
-        if isinstance(value, Sampling):
-            return value
-        key = str(value).strip().lower().replace("-", "_")
-        aliases = {"fixed_size": cls.FIXED_SIZE_WITHOUT_REPLACEMENT, "without_replacement": cls.FIXED_SIZE_WITHOUT_REPLACEMENT}
-        for member in cls:
-            if member.value == key:
-                return member
-        if key in aliases:
-            return aliases[key]
-        raise InvalidParameterError(f"unknown sampling {value!r}; use 'poisson' or 'fixed-size-without-replacement'")
+        return parse_enum(cls, value, "sampling", _SAMPLING_ALIASES)
+
+
+_SAMPLING_ALIASES = {"fixed-size": Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT,
+                     "without-replacement": Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT}
 
 
 def _positive(name: str, value: float) -> float:
@@ -102,7 +94,7 @@ class SubsampledGaussian:
     ``fixed_size_without_replacement`` (a batch of b = q·n records drawn uniformly without replacement; b is
     fixed, so under add/remove neighbours an added record displaces another). Both are accounted under either
     relation; q = 1 is the whole dataset at every step (a plain Gaussian release). The dominating pairs are
-    derived in :mod:`privaudit.accounting.ctd`: a fixed-size step moves the sum by up to 2C (a record in the
+    derived in :mod:`privaudit.accounting.pairs`: a fixed-size step moves the sum by up to 2C (a record in the
     batch replaced by any other), so it is far less private than a Poisson step at the same q.
     """
 
@@ -268,7 +260,7 @@ class Composition:
     def from_dict(cls, data: dict) -> Composition:
         try:
             entries = [(mechanism_from_dict(m), int(c)) for m, c in data["entries"]]
-            return cls(entries, data.get("neighbouring", "add_remove"))
+            return cls(entries, data.get("neighbouring", Neighbouring.ADD_REMOVE))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidParameterError):
                 raise

@@ -12,7 +12,7 @@ releases are converted to add/remove with doubled sensitivity (group privacy of 
 for Laplace and Gaussian releases, unless a Poisson-subsampled step forces the replace-one analysis.
 
 Fixed-size batches drawn without replacement (dp-accounting has no such mechanism) use the dominating pairs
-derived in :mod:`privaudit.accounting.ctd` (module docstring, *Dominating pairs*), built from dp-accounting's
+derived in :mod:`privaudit.accounting.pairs` (module docstring, *Dominating pairs*), built from dp-accounting's
 own pieces: under add/remove, the Poisson add/remove PLD at σ/2 (a record added to a fixed-size batch displaces
 another, so a step moves the sum by up to 2C); under replace-one, the symmetrisation of that pair, whose
 privacy profile is δ(ε) of dp-accounting's ``GaussianPrivacyLoss`` (remove adjacency, σ/2) for ε ≥ 0 and
@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 import warnings
 from typing import Any
+
+import numpy as np
 
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
 from privaudit.accounting.limits import default_limits
@@ -40,6 +42,7 @@ from privaudit.accounting.mechanisms import (
     effective_laplace_epsilon,
     effective_pure_epsilon,
 )
+from privaudit.accounting.pairs import gaussian_moments, loss_of_u
 from privaudit.errors import NumericalFailure
 
 VALUE_DISCRETIZATION_INTERVAL = 1e-4
@@ -61,7 +64,6 @@ def symmetrised_fixed_size_pld(noise_multiplier: float, sample_rate: float, valu
     The symmetrisation of ((1 − q)·N(0, σ'²) + q·N(1, σ'²), N(0, σ'²)) with σ' = σ/2, discretised at the grid
     points ±k·h up to the remove pair's largest loss (dp-accounting's truncation at mass e^{−50}).
     """
-    import numpy as np
     from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
@@ -161,10 +163,6 @@ class PldAccountant(Accountant):
         step's range. Costs measured on a 2-core machine: ~8 µs per single-step grid point (discretisation)
         and ~0.15 µs per composed point and log₂ of it (FFT), per distinct mechanism.
         """
-        import numpy as np
-
-        from privaudit.accounting.ctd import _gaussian_moments, _loss_of_u
-
         vdi = self.value_discretization_interval
         s, q, counts, ranges, doubled = [], [], [], [], []
         for mechanism, count in composition:
@@ -191,12 +189,12 @@ class PldAccountant(Accountant):
         single, widest, spread = sum(ranges) / vdi, max(ranges, default=0.0), 0.0
         if s:
             sa, qa, ca = np.array(s), np.array(q), np.array(counts, dtype=float)
-            top = _loss_of_u(sa + 9.8, sa, qa)
-            bottom = np.where(qa >= 1.0, _loss_of_u(sa - 9.8, sa, qa), np.log1p(-np.minimum(qa, 0.5)))
+            top = loss_of_u(sa + 9.8, sa, qa)
+            bottom = np.where(qa >= 1.0, loss_of_u(sa - 9.8, sa, qa), np.log1p(-np.minimum(qa, 0.5)))
             width = np.where(np.array(doubled), 2.0 * top, top - bottom)
             single += float(np.sum(width)) / vdi
             widest = max(widest, float(np.max(width)))
-            _, variance = _gaussian_moments(sa, qa, True)
+            _, variance = gaussian_moments(sa, qa, True)
             spread = 20.0 * math.sqrt(float(np.sum(ca * variance)))
         composed = (spread + widest) / vdi
         distinct = max(1, len(composition))

@@ -29,7 +29,7 @@ import numpy as np
 
 from privaudit.accounting import rdp_math
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
-from privaudit.accounting.gaussian import gaussian_delta, gaussian_epsilon
+from privaudit.accounting.gaussian import gaussian_delta, gaussian_epsilon, plain_gaussian_mu
 from privaudit.accounting.limits import ResourceRefusal, default_limits
 from privaudit.accounting.mechanisms import (
     Composition,
@@ -58,19 +58,6 @@ _MIN_EPS_ERROR = 1e-3
 
 def _is_plain_gaussian(mechanism: Any) -> bool:
     return isinstance(mechanism, Gaussian) or (isinstance(mechanism, SubsampledGaussian) and mechanism.sample_rate >= 1.0)
-
-
-def plain_gaussian_mu(composition: Composition) -> float | None:
-    """μ of the composition if it consists of plain Gaussian releases only, else ``None``."""
-    if not all(_is_plain_gaussian(m) for m, _ in composition):
-        return None
-    mu_sq = 0.0
-    for mechanism, count in composition:
-        z = mechanism.z
-        if composition.neighbouring is Neighbouring.REPLACE_ONE:
-            z /= 2.0
-        mu_sq += 0.0 if math.isinf(z) else count / (z * z)
-    return math.sqrt(mu_sq)
 
 
 class PrvAccountant(Accountant):
@@ -113,7 +100,7 @@ class PrvAccountant(Accountant):
             if isinstance(mechanism, SubsampledGaussian):
                 if math.isinf(mechanism.z):
                     continue
-                # fixed-size batches under add/remove: the Poisson pair with sensitivity 2, i.e. σ/2 (ctd module docstring)
+                # fixed-size batches under add/remove: the Poisson pair with sensitivity 2, i.e. σ/2 (privaudit.accounting.pairs)
                 z = mechanism.z / 2.0 if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT else mechanism.z
                 prvs.append(prv_lib.PoissonSubsampledGaussianMechanism(sampling_probability=mechanism.sample_rate, noise_multiplier=z))
             elif isinstance(mechanism, Laplace):

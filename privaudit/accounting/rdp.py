@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Iterable
 
 import numpy as np
 
 from privaudit.accounting import rdp_math
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult
+from privaudit.accounting.bucketing import bucket
 from privaudit.accounting.mechanisms import (
     Composition,
     Gaussian,
@@ -96,7 +98,7 @@ def _single_curve(mechanism: Mechanism, neighbouring: Neighbouring, orders: np.n
         if mechanism.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT and mechanism.sample_rate < 1.0:
             if neighbouring is Neighbouring.ADD_REMOVE:
                 # a record added to a fixed-size batch displaces another: the Poisson add/remove pair with
-                # sensitivity 2 at rate q ≥ b/(n + 1) (ctd module docstring, *Dominating pairs*), i.e. MTZ at σ/2
+                # sensitivity 2 at rate q ≥ b/(n + 1) (privaudit.accounting.pairs, *Dominating pairs*), i.e. MTZ at σ/2
                 return rdp_math.rdp_poisson_subsampled_gaussian(mechanism.sample_rate, mechanism.z / 2.0, orders)
             return rdp_math.rdp_sampled_without_replacement_gaussian(mechanism.sample_rate, mechanism.z, orders)
         if mechanism.sample_rate >= 1.0:  # q = 1: a plain Gaussian release (replace-one doubles sensitivity)
@@ -135,8 +137,6 @@ def composition_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
 
 
 def _bucketed_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
-    from privaudit.accounting.ctd import _bucket
-
     sampled, rest = [], []
     for mechanism, count in composition:
         if (isinstance(mechanism, SubsampledGaussian) and mechanism.sampling is Sampling.POISSON
@@ -146,7 +146,7 @@ def _bucketed_rdp(composition: Composition, orders: np.ndarray) -> np.ndarray:
             rest.append((mechanism, count))
     total = _composition_rdp(Composition(rest, composition.neighbouring), orders) if rest else np.zeros_like(orders)
     if len(sampled) > MAX_DISTINCT_RDP:
-        sampled, _ = _bucket(sampled, MAX_DISTINCT_RDP)
+        sampled, _ = bucket(sampled, MAX_DISTINCT_RDP)
     s, q, counts = (np.array(col, dtype=float) for col in zip(*sampled, strict=True)) if sampled else (np.zeros(0),) * 3
     if s.size:
         curves = rdp_math.rdp_poisson_subsampled_gaussian_batch(q, 1.0 / s, orders)
@@ -228,13 +228,12 @@ class RdpAccountant(Accountant):
         fine = rdp_math.DEFAULT_ORDERS[(lo <= rdp_math.DEFAULT_ORDERS) & (hi >= rdp_math.DEFAULT_ORDERS)]
         return np.union1d(fine, COARSE_ORDERS)
 
-    def prefetch(self, mechanisms, neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE) -> None:
+    def prefetch(self, mechanisms: Iterable[Mechanism], neighbouring: Neighbouring) -> None:
         """Compute (in one vectorised batch) and cache the RDP curves of many distinct mechanisms."""
-        rel = Neighbouring.parse(neighbouring)
-        supported = [m for m in mechanisms if rdp_unsupported_reason(m, rel) is None]
+        supported = [m for m in mechanisms if rdp_unsupported_reason(m, neighbouring) is None]
         if supported:
             orders = self._orders if self._orders is not None else rdp_math.DEFAULT_ORDERS
-            composition_rdp(Composition([(m, 1) for m in supported], rel), orders)
+            composition_rdp(Composition([(m, 1) for m in supported], neighbouring), orders)
 
     def rdp_curve(self, composition: Composition, orders: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(orders, Σ RDP) for the composition; validates support first."""

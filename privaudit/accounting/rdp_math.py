@@ -36,6 +36,8 @@ import math
 import numpy as np
 from scipy import special
 
+from privaudit.accounting.limits import default_limits
+
 #: opacus' default orders (1.1 … 10.9 step 0.1, 12 … 63); reproduced exactly for cross-checks.
 OPACUS_ORDERS = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)), dtype=float)
 
@@ -238,8 +240,6 @@ FRACTIONAL_POINTS_PER_UNIT = 3e6
 
 
 def _fractional_budget() -> float:
-    from privaudit.accounting.limits import default_limits
-
     return max(2e6, default_limits().work * FRACTIONAL_POINTS_PER_UNIT)
 
 

@@ -14,7 +14,7 @@ the ones the run's ledger records — under the same neighbouring relation — a
 * ``refuted`` — a certified *lower* bound on the ε of the mechanism that ran exceeds the figure: the exact ε of a
   Gaussian composition (Balle & Wang 2018, Thm 8; Dong, Roth & Su 2022, Cor. 3.3), or the lower end of the PRV
   accountant's certified interval (Gopi, Lee & Wutschitz 2021, Thm 5.5) for the dominating pair of the recorded
-  mechanism, which the mechanism attains on worst-case neighbours (:mod:`privaudit.accounting.ctd`, *Dominating
+  mechanism, which the mechanism attains on worst-case neighbours (:mod:`privaudit.accounting.pairs`, *Dominating
   pairs*); only releases the ledger marks valid are used;
 * ``unverified`` — privaudit cannot tell: the framework's model was not recorded, or the run's ledger marks the
   releases it accounts invalid (then no figure bounds what ran).
@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from privaudit.accounting.accountants import get_accountant
+from privaudit.accounting.gaussian import plain_gaussian_mu
 from privaudit.accounting.ledger import PrivacyLedger
 from privaudit.accounting.mechanisms import (
     Composition,
@@ -39,6 +41,7 @@ from privaudit.accounting.mechanisms import (
     mechanism_from_dict,
     mechanism_to_dict,
 )
+from privaudit.accounting.prv import PrvAccountant
 from privaudit.errors import InvalidParameterError, NumericalFailure, UnsupportedMechanismError
 
 CERTIFIED = "certified"
@@ -91,7 +94,7 @@ class FrameworkAccounting:
     def from_dict(cls, data: Mapping[str, Any]) -> FrameworkAccounting:
         try:
             mechanisms = tuple((mechanism_from_dict(item["mechanism"]), int(item["count"])) for item in data["mechanisms"])
-            return cls(str(data["method"]), mechanisms, Neighbouring.parse(data.get("neighbouring", "add_remove")),
+            return cls(str(data["method"]), mechanisms, Neighbouring.parse(data.get("neighbouring", Neighbouring.ADD_REMOVE)),
                        str(data.get("bound", "upper")), str(data.get("model", "")), str(data.get("caveat", "")))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidParameterError(f"malformed framework accounting: {exc}") from None
@@ -115,8 +118,6 @@ def certified_lower_bound(composition: Composition, delta: float) -> tuple[float
 
     The exact ε of a composition of Gaussian releases, else the lower end of the PRV accountant's interval
     (supported: subsampled Gaussians under add/remove, Laplace, pure DP)."""
-    from privaudit.accounting.prv import PrvAccountant, plain_gaussian_mu
-
     if composition.is_empty:
         return None
     prv = PrvAccountant()
@@ -163,8 +164,6 @@ def assess_reported(entry: Mapping[str, Any], ledger: PrivacyLedger, accountant:
                          else "the figure names no client and the ledger holds several")
         return out
     recorded = ledger.composition_for(client)
-    from privaudit.accounting.accountants import get_accountant
-
     certified = "auto" if get_accountant(accountant).approximate else accountant  # privaudit's side is always a bound
     mine = ledger.epsilon_for(client, delta, certified)
     out["privaudit_epsilon"], out["privaudit_accountant"] = mine.epsilon, mine.accountant

@@ -3,7 +3,7 @@
 Format (one object)::
 
     {
-      "neighbouring": "add_remove",                       # optional; or "replace_one"
+      "neighbouring": "add_remove",                       # optional; or "replace_one" (or "add-remove", …)
       "entries": [
         {"mechanism": {"type": "subsampled_gaussian", "noise_multiplier": 1.0, "sample_rate": 0.01}, "count": 500},
         {"mechanism": {"type": "subsampled_gaussian", "noise_multiplier": 2.0, "sample_rate": 0.02}, "count": 500},
@@ -13,7 +13,7 @@ Format (one object)::
 
 ``count`` may also be written ``steps``; an entry may be a ``[mechanism, count]`` pair; a bare list of entries
 is accepted too. Mechanism types: ``gaussian`` (noise_multiplier, sensitivity), ``subsampled_gaussian``
-(noise_multiplier, sample_rate, sampling = poisson | fixed_size_without_replacement), ``laplace`` (scale,
+(noise_multiplier, sample_rate, sampling = poisson | fixed_size_without_replacement, or fixed-size), ``laplace`` (scale,
 sensitivity), ``pure_dp`` (epsilon, proven_for).
 """
 
@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from privaudit.accounting.mechanisms import Composition, mechanism_from_dict
+from privaudit.accounting.mechanisms import Composition, Neighbouring, mechanism_from_dict
 from privaudit.errors import InvalidParameterError
 
 
@@ -53,7 +53,7 @@ def composition_from_json(data: Any) -> Composition:
             parsed.append((mechanism_from_dict(mech), int(count)))
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"schedule entry {i}: {exc}") from None
-    return Composition(parsed, data.get("neighbouring", "add_remove"))
+    return Composition(parsed, data.get("neighbouring", Neighbouring.ADD_REMOVE))
 
 
 def load_schedule(path: str | Path) -> Composition:

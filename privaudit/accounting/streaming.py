@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from privaudit.accounting.accountants import get_accountant
 from privaudit.accounting.base import Accountant, DeltaResult, EpsilonResult, check_delta, check_epsilon
+from privaudit.accounting.dp_events import from_dp_event, to_dp_event
 from privaudit.accounting.mechanisms import Composition, Mechanism, Neighbouring
 from privaudit.errors import InvalidParameterError
 
@@ -25,8 +27,6 @@ class StreamingAccountant:
     """Releases added one at a time; ε(δ) and δ(ε) of everything so far on demand."""
 
     def __init__(self, accountant: str | Accountant = "auto", neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE) -> None:
-        from privaudit.accounting.accountants import get_accountant
-
         self.accountant = get_accountant(accountant)
         self.neighbouring = Neighbouring.parse(neighbouring)
         self._counts: dict[Mechanism, int] = {}
@@ -51,8 +51,6 @@ class StreamingAccountant:
 
     def add_dp_event(self, event: Any) -> None:
         """Record a dp-accounting ``DpEvent`` (refused, unchanged state, if it has no privaudit mechanism)."""
-        from privaudit.accounting.dp_events import from_dp_event
-
         self.add_composition(from_dp_event(event, self.neighbouring))
 
     # -- queries -------------------------------------------------------------------------------------
@@ -78,6 +76,5 @@ class StreamingAccountant:
         return self.accountant.epsilon(after, delta).epsilon > float(epsilon) * (1 + 1e-12)
 
     def to_dp_event(self, dataset_size: int | None = None) -> Any:
-        from privaudit.accounting.dp_events import to_dp_event
-
+        """The releases so far as one dp-accounting ``DpEvent`` (:func:`privaudit.accounting.dp_events.to_dp_event`)."""
         return to_dp_event(self.composition, dataset_size)

@@ -189,7 +189,7 @@ def checkpoint_payload(checkpoint: Path, client: int, round_: int, *, labels_kno
     else:  # recorded from another training loop: its data reference, partition and recorded local training
         from privaudit.fl.engine.config import LocalTrainingConfig
         from privaudit.fl.engine.recorded_data import recorded_dataset
-        from privaudit.fl.engine.run import TrainSpec
+        from privaudit.fl.run import TrainSpec
 
         dataset = recorded_dataset(federation)
         private = any(e.has_guarantee for e in federation.ledger.events)

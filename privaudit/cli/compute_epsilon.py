@@ -113,7 +113,7 @@ def _build(mechanism: str, p: dict[str, Any]):
             q = p["sample_rate"]
             if q is None or not 0 < q <= 1:
                 raise fail(f"--sample-rate must lie in (0, 1], got {q}")
-            mech = SubsampledGaussian(z, q, Sampling.parse(p["sampling"] or "poisson"))
+            mech = SubsampledGaussian(z, q, p["sampling"] or Sampling.POISSON)
         inputs: dict[str, Any] = {}
         if tensors is not None:
             per_tensor = cf.per_tensor_effective_multiplier(sigma, tensors)
@@ -435,14 +435,16 @@ def _check_sources(given: dict[str, Any]) -> str:
 
 def _compute_epsilon(given: dict[str, Any]) -> None:
     """``compute-epsilon`` after its limits are set: ``given`` holds every flag by its parameter name."""
-    from privaudit.accounting.mechanisms import Neighbouring
+    from privaudit.accounting.mechanisms import Neighbouring, Sampling
 
     acct = _check_sources(given)
     checkpoint, schedule, delta = given["checkpoint"], given["schedule"], given["delta"]
     json_output, neighbouring = given["json_output"], given["neighbouring"]
     checkpoint_only = {key: given.pop(key) for key in ("out", "curve", "curve_points")}  # checked by _check_sources
-    rel = Neighbouring.parse(neighbouring)
+    rel = Neighbouring.parse(neighbouring)  # the enums are parsed here, once; everything below uses them by value
     given["neighbouring"] = rel
+    if given["sampling"] is not None:
+        given["sampling"] = Sampling.parse(given["sampling"])
     mechanism_flags = {k: v for k, v in given.items() if k not in ("schedule", "checkpoint", "accountant", "json_output", "neighbouring", "delta")}
 
     if checkpoint is not None or schedule is not None:
@@ -465,7 +467,7 @@ def _compute_epsilon(given: dict[str, Any]) -> None:
         if delta is None:
             raise fail("--schedule needs --delta")
         composition = load_schedule(schedule)
-        if neighbouring != "add-remove":
+        if rel is not Neighbouring.ADD_REMOVE:
             composition = type(composition)(composition.entries, rel)
         report = epsilon_report(composition, delta, acct, inputs={"schedule": str(schedule)})
         _emit(report.to_dict(), json_output, f"ε at δ = {delta:g} for {schedule}")
@@ -521,7 +523,7 @@ def _run_calibration(mech: str, p: dict[str, Any], acct: str, json_output: bool,
         q = p["sample_rate"]
         if q is None or not 0 < q <= 1:
             raise fail(f"--sample-rate must lie in (0, 1], got {q}")
-        samp = Sampling.parse(p["sampling"] or "poisson")
+        samp = p["sampling"] or Sampling.POISSON
 
         def make(sigma: float) -> Composition:
             return Composition.of(SubsampledGaussian(sigma / root_l, q, samp), steps, rel)

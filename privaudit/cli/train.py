@@ -6,7 +6,7 @@ evaluated round, from the manifest's metrics) that ``privaudit report`` renders 
 Algorithm and privacy flags are not written out here: they come from the algorithm and privacy registries
 (:mod:`privaudit.fl.algorithms.registry`, :mod:`privaudit.fl.privacy.registry`), so an algorithm with its own
 options appears on the command line by registering its spec. Every algorithm and privatizer runs through the
-one entry point :func:`privaudit.fl.engine.run.run_training`; what a paper adds comes from its algorithm: the
+one entry point :func:`privaudit.fl.run.run_training`; what a paper adds comes from its algorithm: the
 settings its paper uses where no flag is given (its spec's ``train_defaults``), its privacy modes, and the rows
 it adds to the summary (``summary_rows``). Only torch-free modules are imported when the CLI starts; data,
 models and training are imported when the command runs.
@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
 
         from privaudit.fl.algorithms.registry import algorithm_spec
         from privaudit.fl.engine.config import LocalTrainingConfig
-        from privaudit.fl.engine.run import TrainSpec, run_training
+        from privaudit.fl.run import TrainSpec, run_training
 
         torch.set_num_threads(kwargs["threads"])
         algorithm_options = {k: kwargs[k] for k in algorithm_option_names if kwargs[k] is not None}
@@ -254,7 +254,7 @@ def register(app: typer.Typer) -> None:
             summary = _summary(result, None if folder is None else folder.path)
             if folder is not None:
                 summary["training_result"] = str(_write_training_result(folder))
-        summary.update(result.algorithm.summary_rows(result))  # what the algorithm adds (PFA: ε spent, uplink; PrivateFL: ε)
+        summary.update(result.summary_rows())  # what the algorithm adds (PFA: ε spent, uplink; PrivateFL: ε)
         if kwargs["json_"]:
             print_json(summary)
         else:

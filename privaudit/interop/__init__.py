@@ -1,20 +1,17 @@
 """Bring your own federation: record a training loop you wrote (or ran with opacus) as a privaudit checkpoint.
 
-* :mod:`privaudit.interop.recorder` — :class:`FederationRecorder`, :class:`DatasetReference`,
-  :class:`GaussianRelease`, :class:`NoDP`, :class:`ModelFactory`: any PyTorch loop, any ``nn.Module``;
+* :mod:`privaudit.interop.recorder` — :class:`FederationRecorder` and :class:`ModelFactory`: any PyTorch loop, any
+  ``nn.Module``; :mod:`privaudit.interop.dataset_reference` — :class:`DatasetReference`, the records it trained on;
+  :mod:`privaudit.interop.releases` — :class:`GaussianRelease`, :class:`NoDP` and :func:`privacy_events`, its
+  releases in your terms; :mod:`privaudit.interop.recorder_checks` — the checks run when the recorder closes;
 * :mod:`privaudit.interop.opacus` — an opacus ``PrivacyEngine``'s accountant history as privacy events.
 
 The checkpoint written is the one :mod:`privaudit.fl.engine.checkpoint` reads, so every command that reads
 checkpoints reads it (README, "Bring your own federation").
 """
 
-from privaudit.interop.recorder import (
-    DatasetReference,
-    FederationRecorder,
-    GaussianRelease,
-    ModelFactory,
-    NoDP,
-    privacy_events,
-)
+from privaudit.interop.dataset_reference import DatasetReference
+from privaudit.interop.recorder import FederationRecorder, ModelFactory
+from privaudit.interop.releases import GaussianRelease, NoDP, privacy_events
 
 __all__ = ["DatasetReference", "FederationRecorder", "GaussianRelease", "ModelFactory", "NoDP", "privacy_events"]

@@ -7,7 +7,7 @@ keep the same history; early releases named it ``steps``, e.g. pytorch/opacus@0c
 Each entry is ``num_steps`` runs of the subsampled Gaussian mechanism: Poisson sampling at rate q (opacus's
 ``DPDataLoader``, the default ``poisson_sampling=True``) of per-example gradients clipped to ``max_grad_norm`` C, with
 noise std σ·C (Abadi et al. 2016, "Deep Learning with Differential Privacy", Algorithm 1). privaudit records them
-as :class:`~privaudit.interop.recorder.GaussianRelease` values — ``SubsampledGaussian(σ, q)`` × steps, charged to the
+as :class:`~privaudit.interop.releases.GaussianRelease` values — ``SubsampledGaussian(σ, q)`` × steps, charged to the
 client whose records the engine protected — and keeps opacus's own ``get_epsilon(δ)`` beside them with what its
 accountant composed (:class:`~privaudit.accounting.reported.FrameworkAccounting`), so
 ``privaudit compute-epsilon --checkpoint DIR`` shows both figures and classifies opacus's: its ``rdp`` and ``prv``
@@ -20,8 +20,8 @@ API::
 
     OpacusRecorder(out_dir, *, model, dataset, **recorder_options)   # before training: checks the model, data, out_dir
         .finish(*, model, engine, delta, clip=None, optimizer=None, data_loader=None) -> Path   # after training
-    OpacusTap(engine, *, client: int | str = 0, clip: float | None = None, optimizer=None, sampling="poisson",
-              data_loader=None)
+    OpacusTap(engine, *, client: int | str = 0, clip: float | None = None, optimizer=None,
+              sampling: Sampling | str = "poisson", data_loader=None)
         .new_releases() -> list[GaussianRelease]     # the steps taken since the previous call (or since the start)
         .report(recorder, delta) -> float             # opacus's own ε at δ, kept in the checkpoint; returns it
     history_releases(history, *, client=0, clip) -> list[GaussianRelease]   # a whole history at once
@@ -37,8 +37,9 @@ opacus's history in a named folder (``<out_dir>.unrecorded``) and says so, so a 
 where each client runs its own engine, keep one :class:`OpacusTap` per client and pass ``tap.new_releases()`` to
 ``record_round`` every round.
 
-opacus is not imported here: the engine is read through ``engine.accountant.history``, ``engine.get_epsilon`` and
-``optimizer.max_grad_norm``.
+opacus is not imported here: the engine, its accountant, the optimizer and the model are read through the protocols
+below (:class:`OpacusAccountant`, :class:`OpacusEngine`, :class:`ReportsEpsilon`, :class:`ClippingOptimizer`,
+:class:`GradSampleWrapper`: the members of opacus's classes that are used, pytorch/opacus@v1.6.0).
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ import os
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import InvalidParameterError, PrivauditError
-from privaudit.interop.recorder import DatasetReference, FederationRecorder, GaussianRelease
+from privaudit.interop.dataset_reference import DatasetReference
+from privaudit.interop.recorder import FederationRecorder
+from privaudit.interop.releases import GaussianRelease
 
 __all__ = ["OpacusRecorder", "OpacusTap", "history_releases", "record_opacus_run"]
 
@@ -63,6 +66,50 @@ _UPPER_BOUNDS = ("rdp", "prv")
 #: ... and those that approximate (opacus/accountants/gdp.py: the central-limit μ-GDP approximation of Poisson
 #: subsampled Gaussians, Bu, Dong, Long & Su 2020; not a bound at small q or few steps).
 _APPROXIMATIONS = ("gdp",)
+
+
+@runtime_checkable
+class OpacusAccountant(Protocol):
+    """An opacus accountant as read here: its ``history`` of ``(noise_multiplier, sample_rate, num_steps)``
+    (pytorch/opacus@v1.6.0:opacus/accountants/accountant.py, ``IAccountant``)."""
+
+    history: Sequence[Sequence[float]]
+
+
+@runtime_checkable
+class OpacusEngine(Protocol):
+    """An opacus ``PrivacyEngine`` as read here: its ``accountant`` (pytorch/opacus@v1.6.0:opacus/privacy_engine.py)."""
+
+    accountant: OpacusAccountant
+
+
+@runtime_checkable
+class ReportsEpsilon(Protocol):
+    """An engine or accountant with opacus's ``get_epsilon(delta)``."""
+
+    def get_epsilon(self, delta: float) -> float: ...
+
+
+@runtime_checkable
+class NamedAccountant(Protocol):
+    """An accountant that names its method (``mechanism()``: ``rdp``, ``prv``, ``gdp``)."""
+
+    def mechanism(self) -> str: ...
+
+
+@runtime_checkable
+class ClippingOptimizer(Protocol):
+    """opacus's ``DPOptimizer`` as read here: its clip C (pytorch/opacus@v1.6.0:opacus/optimizers/optimizer.py)."""
+
+    max_grad_norm: float
+
+
+@runtime_checkable
+class GradSampleWrapper(Protocol):
+    """opacus's ``GradSampleModule``, which wraps the user's module (pytorch/opacus@v1.6.0:opacus/grad_sample/gsm_base.py,
+    ``to_standard_module``)."""
+
+    def to_standard_module(self) -> Any: ...
 
 
 def _entries(history: Any) -> list[tuple[float, float, int]]:
@@ -77,25 +124,26 @@ def _entries(history: Any) -> list[tuple[float, float, int]]:
 
 
 def history_releases(history: Iterable[Sequence[float]], *, client: int | str = 0, clip: float,
-                     sampling: str = "poisson") -> list[GaussianRelease]:
+                     sampling: Sampling | str = Sampling.POISSON) -> list[GaussianRelease]:
     """The releases of a whole opacus accountant history: one :class:`GaussianRelease` per entry."""
+    sampling = Sampling.parse(sampling)
     return [GaussianRelease([client], noise_multiplier=sigma, clip=clip, sensitivity=clip, sample_rate=q, sampling=sampling, steps=n,
                             assumptions=("imported from an opacus accountant history (DP-SGD, per-example clipping)",
-                                         f"{sampling} sampling of each step's batch: opacus's DPDataLoader, make_private's default "
+                                         f"{sampling.value} sampling of each step's batch: opacus's DPDataLoader, make_private's default "
                                          "poisson_sampling=True (a shuffled DataLoader is neither, and its ε is not this one)"))
             for sigma, q, n in _entries(history)]
 
 
-def _accountant(engine: Any) -> Any:
-    accountant = getattr(engine, "accountant", engine)
-    if not hasattr(accountant, "history"):
+def _accountant(engine: OpacusEngine | OpacusAccountant) -> OpacusAccountant:
+    accountant = engine.accountant if isinstance(engine, OpacusEngine) else engine
+    if not isinstance(accountant, OpacusAccountant):
         raise InvalidParameterError("expected an opacus PrivacyEngine (or its accountant): it has no accountant.history")
     return accountant
 
 
-def _clip(clip: float | None, optimizer: Any) -> float:
-    if clip is None and optimizer is not None:
-        clip = getattr(optimizer, "max_grad_norm", None)
+def _clip(clip: float | None, optimizer: ClippingOptimizer | None) -> float:
+    if clip is None and isinstance(optimizer, ClippingOptimizer):
+        clip = optimizer.max_grad_norm
     if clip is None:
         raise InvalidParameterError("the clip C is not in opacus's accountant: pass clip=max_grad_norm or optimizer=<the DPOptimizer>")
     try:
@@ -107,9 +155,9 @@ def _clip(clip: float | None, optimizer: Any) -> float:
     return value
 
 
-def _check_loader(data_loader: Any, sampling: str) -> None:
+def _check_loader(data_loader: Any, sampling: Sampling) -> None:
     """A loader that is not opacus's ``DPDataLoader`` does not Poisson-sample: refused when Poisson is declared."""
-    if data_loader is None or sampling != "poisson":
+    if data_loader is None or sampling is not Sampling.POISSON:
         return
     try:
         from opacus.data_loader import DPDataLoader
@@ -126,7 +174,8 @@ class OpacusTap:
     """Reads the DP-SGD steps an opacus engine took since it was last asked, as privaudit releases."""
 
     def __init__(self, engine: Any, *, client: int | str = 0, clip: float | None = None, optimizer: Any = None,
-                 sampling: str = "poisson", data_loader: Any = None) -> None:
+                 sampling: Sampling | str = Sampling.POISSON, data_loader: Any = None) -> None:
+        sampling = Sampling.parse(sampling)
         _check_loader(data_loader, sampling)
         self.engine, self.client, self.sampling = engine, client, sampling
         self.accountant = _accountant(engine)
@@ -153,13 +202,15 @@ class OpacusTap:
 
     def epsilon(self, delta: float) -> float:
         """opacus's own ε at ``delta`` (its accountant: rdp, prv or gdp)."""
-        getter = getattr(self.engine, "get_epsilon", None) or self.accountant.get_epsilon
-        return float(getter(delta))
+        source = self.engine if isinstance(self.engine, ReportsEpsilon) else self.accountant
+        if not isinstance(source, ReportsEpsilon):
+            raise InvalidParameterError("the opacus engine and its accountant have no get_epsilon(delta)")
+        return float(source.get_epsilon(delta))
 
     def method(self) -> str:
         """The opacus accountant's name (``rdp``, ``prv``, ``gdp``; its class name for others)."""
-        mechanism = getattr(self.accountant, "mechanism", None)
-        return str(mechanism()) if callable(mechanism) else type(self.accountant).__name__
+        accountant = self.accountant
+        return str(accountant.mechanism()) if isinstance(accountant, NamedAccountant) else type(accountant).__name__
 
     def source(self) -> str:
         try:
@@ -191,7 +242,8 @@ class OpacusTap:
 
 
 def _module(model: Any) -> Any:
-    return getattr(model, "_module", model)  # opacus's GradSampleModule keeps the user's module here
+    """The user's module: opacus's ``GradSampleModule`` unwrapped, any other model as it is."""
+    return model.to_standard_module() if isinstance(model, GradSampleWrapper) else model
 
 
 def _one_client(dataset: DatasetReference) -> None:

@@ -161,7 +161,7 @@ def _is_exact_for(name: str, ledger: PrivacyLedger, client: str, last_round: int
     """prv answers a composition of plain Gaussian releases in closed form (μ-GDP), so it is cheap at every round."""
     if name != "prv":
         return False
-    from privaudit.accounting.prv import plain_gaussian_mu
+    from privaudit.accounting.gaussian import plain_gaussian_mu
 
     return plain_gaussian_mu(ledger.composition_through(client, last_round)) is not None
 

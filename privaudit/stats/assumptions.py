@@ -38,6 +38,7 @@ import math
 from collections.abc import Sequence
 from enum import Enum
 
+from privaudit.accounting.mechanisms import Gaussian, Laplace, PureDP, SubsampledGaussian
 from privaudit.errors import InvalidParameterError
 
 
@@ -92,8 +93,6 @@ def family_of_mechanisms(mechanisms: Sequence[object]) -> tuple[MechanismFamily,
     releases (Laplace, closed-form ε-DP): ``pure``. Anything else — subsampling (a Gaussian mixture, not G_μ),
     Skellam, releases without a guarantee, a mix of kinds, or nothing recorded — is ``any``.
     """
-    from privaudit.accounting.mechanisms import Gaussian, Laplace, PureDP, SubsampledGaussian
-
     if not mechanisms:
         return MechanismFamily.ANY, "the run records no privacy mechanism"
     if all(isinstance(m, Gaussian) or (isinstance(m, SubsampledGaussian) and m.sample_rate >= 1.0) for m in mechanisms):

@@ -29,7 +29,10 @@ from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.ceiling import ceiling
 from privaudit.stats.estimates import LowerBound
-from privaudit.stats.power import canonical_power, check_power_arguments, declared, power_unavailable
+from privaudit.stats.guess_selection import split_ceiling
+from privaudit.stats.one_run import one_run_epsilon
+from privaudit.stats.one_run_fdp import one_run_fdp_epsilon
+from privaudit.stats.power import PowerRequest, canonical_power, declared, power_unavailable
 from privaudit.stats.routes import ROUTES, Route, applicable_routes, resolve_assumptions, route
 from privaudit.stats.scores import AuditScores, check_delta, check_positive_delta, check_significance
 from privaudit.stats.strategies import MultiSplit, Split, Strategy
@@ -51,10 +54,6 @@ def _cached_ceiling(name: str, n_in: int, n_out: int, strategy: Strategy, signif
 def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
     """The perfect attack's bound (:mod:`privaudit.stats.ceiling`); for one-run splits, the best any outcome allows."""
     if chosen.one_run and isinstance(strategy, (Split, MultiSplit)):
-        from privaudit.stats.guess_selection import split_ceiling
-        from privaudit.stats.one_run import one_run_epsilon
-        from privaudit.stats.one_run_fdp import one_run_fdp_epsilon
-
         def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
             if chosen.name == "one-run":
                 return one_run_epsilon(m, r, v, share, delta, precise=precise)
@@ -111,13 +110,12 @@ def estimate(
     details = dict(details, reference=chosen.reference)
     power, no_power = None, None
     if claimed_epsilon is not None:
-        check_power_arguments(claimed_epsilon, power_factor, power_trials, min_power)
+        request = PowerRequest(claimed_epsilon, delta, power_factor, power_trials, power_seed, min_power, power_progress)
         no_power = power_unavailable(family, chosen, strategy, delta, power_factor)
         if no_power is None:
             power = declared(canonical_power(
-                bound, n_in=scores.n_in, n_out=scores.n_out, design=provenance, claimed_epsilon=claimed_epsilon,
-                delta=delta, factor=power_factor, trials=power_trials, seed=power_seed, min_power=min_power,
-                key=(name, strategy, two_sided, significance), method_suffix=f"; route {name}", progress=power_progress,
+                bound, request, sizes=(scores.n_in, scores.n_out), design=provenance,
+                key=(name, strategy, two_sided, significance), method_suffix=f"; route {name}",
                 label=f"power of an optimal attack at {power_factor:g}× the claim · {name}",
             ), attack_optimal)
     return LowerBound(

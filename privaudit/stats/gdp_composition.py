@@ -34,10 +34,10 @@ from privaudit.stats.ceiling import ceiling
 from privaudit.stats.estimates import LowerBound, PowerEstimate
 from privaudit.stats.gdp import gdp_bound, mu_to_epsilon
 from privaudit.stats.power import (
+    PowerRequest,
     alternative_mu,
     canonical_power,
     canonical_rounds_power,
-    check_power_arguments,
     declared,
     power_unavailable,
 )
@@ -133,8 +133,13 @@ class _PowerAsk:
     min_power: float
     progress: bool
 
+    def request(self, per: _PerRound) -> PowerRequest:
+        """The power simulation asked for (checked: :class:`~privaudit.stats.power.PowerRequest`)."""
+        return PowerRequest(self.claimed_epsilon, per.delta, self.factor, self.trials, self.seed, self.min_power,
+                            self.progress)
+
     def unavailable(self, per: _PerRound) -> str | None:
-        check_power_arguments(self.claimed_epsilon, self.factor, self.trials, self.min_power)
+        self.request(per)
         return power_unavailable(MechanismFamily.GAUSSIAN, ROUTES["gdp"], per.strategy, per.delta, self.factor)
 
 
@@ -144,10 +149,8 @@ def _composed_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
     def bound(rounds: Sequence[AuditScores]) -> float:
         return mu_to_epsilon(compose_mu([per.round_mu(scores) for scores in rounds]).mu_total, per.delta)
 
-    return canonical_rounds_power(bound, per.sizes, claimed_epsilon=ask.claimed_epsilon, delta=per.delta,
-                                  factor=ask.factor, trials=ask.trials, seed=ask.seed, min_power=ask.min_power,
-                                  key=("gdp-composed", per.strategy, per.per_round_alpha),
-                                  method_suffix="; bound: gdp-composed", progress=ask.progress)
+    return canonical_rounds_power(bound, per.sizes, ask.request(per), key=("gdp-composed", per.strategy, per.per_round_alpha),
+                                  method_suffix="; bound: gdp-composed")
 
 
 def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
@@ -158,13 +161,12 @@ def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
     def bound(scores: AuditScores) -> float:
         return mu_to_epsilon(per.round_mu(scores), per.delta)
 
-    figures = [canonical_power(bound, n_in=n_in, n_out=n_out, design=Design.TRIALS, claimed_epsilon=ask.claimed_epsilon,
-                               delta=per.delta, factor=ask.factor, trials=ask.trials, seed=ask.seed, min_power=ask.min_power,
+    request = ask.request(per)
+    figures = [canonical_power(bound, request, sizes=size, design=Design.TRIALS,
                                key=("gdp-best-round", per.strategy, per.per_round_alpha), mu=per_round_mu, rounds=rounds,
                                method_suffix=(f"; bound: gdp-best-round, as the power of the one round that must have "
-                                              f"μ ≥ μ_alt/√T = {per_round_mu:.4g} (smallest over the rounds' sizes)"),
-                               progress=ask.progress)
-               for n_in, n_out in dict.fromkeys(per.sizes)]
+                                              f"μ ≥ μ_alt/√T = {per_round_mu:.4g} (smallest over the rounds' sizes)"))
+               for size in dict.fromkeys(per.sizes)]
     return min(figures, key=lambda p: p.lower)
 
 

@@ -26,7 +26,8 @@ fair-coin canaries, medians over 50 seeds) ordering them wrong-first gave 0.34, 
 scores 0.47. The route guesses on the r most separated pairs and abstains on the rest. Ties within a pair
 (difference 0) count as wrong guesses (against the auditor; they carry no evidence).
 ε_lb = inf{ε ≥ 0 : p(2ε, (1 + e^ε)δ) > α} (:func:`privaudit.stats.epsilon_search.first_unrejected_epsilon`). The price of validity under fixed counts is the
-factor 2 in ε; when the DP claim is under replace-one neighbours, ``neighbours="replace-one"`` tests (ε, δ) per pair.
+factor 2 in ε; when the DP claim is under replace-one neighbours, ``neighbours=Neighbouring.REPLACE_ONE`` tests (ε, δ) per
+pair.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.accounting.mechanisms import Neighbouring
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.epsilon_search import first_unrejected_epsilon
 from privaudit.stats.one_run import one_run_p_value
@@ -44,12 +46,12 @@ from privaudit.stats.strategies import Bonferroni, Guesses, GuessGrid, GuessStra
 
 PAIRING_SEED = 20231  # the pairing is random but reproducible; it never looks at the scores' values
 TIE_ORDER_SEED = 20232  # order among pairs with equal score differences (never looks at which member is in)
-NEIGHBOURS = ("add-remove", "replace-one")
 
 
-def pair_parameters(epsilon: float, delta: float, neighbours: str = "add-remove") -> tuple[float, float]:
-    """(ε, δ) of one pair's coin for an (ε, δ)-DP mechanism: (2ε, (1 + e^ε)δ) under add/remove neighbours."""
-    if neighbours == "replace-one":
+def pair_parameters(epsilon: float, delta: float, neighbours: Neighbouring = Neighbouring.ADD_REMOVE) -> tuple[float, float]:
+    """(ε, δ) of one pair's coin for an (ε, δ)-DP mechanism: (2ε, (1 + e^ε)δ) under add/remove neighbours (group
+    privacy for two records, Dwork & Roth 2014, Thm 2.2), (ε, δ) under replace-one."""
+    if neighbours is Neighbouring.REPLACE_ONE:
         return epsilon, delta
     return 2.0 * epsilon, min(1.0, (1.0 + math.exp(min(epsilon, 700.0))) * delta)
 
@@ -76,7 +78,8 @@ def _guess_counts(strategy: GuessStrategy, p: int) -> tuple[tuple[int, ...], flo
         f"one-run-paired takes Guesses or Bonferroni over a GuessGrid, got {type(strategy).__name__}")
 
 
-def paired_epsilon(m: int, r: int, v: int, significance: float, delta: float, neighbours: str = "add-remove") -> float:
+def paired_epsilon(m: int, r: int, v: int, significance: float, delta: float,
+                   neighbours: Neighbouring = Neighbouring.ADD_REMOVE) -> float:
     """inf{ε ≥ 0 : p_Steinke(m, r, v; pair_parameters(ε, δ)) > α} for m pairs, r guessed, v right."""
     if r == 0 or v == 0 or one_run_p_value(m, r, v, 0.0, 0.0) > significance:
         return 0.0
@@ -90,11 +93,12 @@ def paired_epsilon(m: int, r: int, v: int, significance: float, delta: float, ne
 
 
 def one_run_paired_bound(
-    scores: AuditScores, significance: float, delta: float, strategy: GuessStrategy, neighbours: str = "add-remove"
+    scores: AuditScores, significance: float, delta: float, strategy: GuessStrategy,
+    neighbours: Neighbouring | str = Neighbouring.ADD_REMOVE,
 ) -> tuple[float, dict[str, Any]]:
-    """ε lower bound of the paired one-run audit under ``strategy`` (validated inputs; see module docstring)."""
-    if neighbours not in NEIGHBOURS:
-        raise InvalidParameterError(f"unknown neighbouring relation {neighbours!r}; choose one of {', '.join(NEIGHBOURS)}")
+    """ε lower bound of the paired one-run audit under ``strategy`` (validated scores, α and δ; ``neighbours`` is
+    parsed here, either spelling; see module docstring)."""
+    neighbours = Neighbouring.parse(neighbours)
     margin, right = paired_margins(scores)
     p = margin.size
     key = np.random.default_rng(TIE_ORDER_SEED).permutation(p)
@@ -106,6 +110,6 @@ def one_run_paired_bound(
     best = int(np.argmax(epsilons))
     details = {"pairs": p, "unpaired": scores.n_in + scores.n_out - 2 * p, "guesses": counts[best],
                "correct": int(correct[counts[best]]), "test_significance": share, "family_size": len(counts),
-               "neighbours": neighbours, "pairing_seed": PAIRING_SEED, "tie_order_seed": TIE_ORDER_SEED,
-               "pair_privacy": "(2ε, (1 + e^ε)δ) per pair" if neighbours == "add-remove" else "(ε, δ) per pair"}
+               "neighbours": neighbours.value, "pairing_seed": PAIRING_SEED, "tie_order_seed": TIE_ORDER_SEED,
+               "pair_privacy": "(2ε, (1 + e^ε)δ) per pair" if neighbours is Neighbouring.ADD_REMOVE else "(ε, δ) per pair"}
     return float(epsilons[best]), details

@@ -198,21 +198,44 @@ def clear_power_cache() -> None:
     _CACHE.clear()
 
 
-def _estimate(sim: _Simulation, *, claimed_epsilon: float, delta: float, factor: float, mu: float, trials: int,
-              seed: int, min_power: float, rounds: int, method: str) -> PowerEstimate:
+@dataclass(frozen=True)
+class PowerRequest:
+    """What a power figure is asked for: P[ε_lb > ``claimed_epsilon``] at δ against the canonical Gaussian alternative
+    at ``factor`` × the claim (module docstring), simulated with the stopping rule for at most ``trials`` audits from
+    ``seed`` until the power is clearly above or below ``min_power``; ``progress`` shows a bar for large audits.
+    Checked when made (:func:`check_power_arguments`)."""
+
+    claimed_epsilon: float
+    delta: float
+    factor: float = 2.0
+    trials: int = 200
+    seed: int = 0
+    min_power: float = 0.8
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_power_arguments(self.claimed_epsilon, self.factor, self.trials, self.min_power)
+
+    def cache_key(self) -> tuple[float, float, float, int, int, float]:
+        """The request's part of a power cache key."""
+        return (float(self.claimed_epsilon), float(self.delta), float(self.factor), self.trials, self.seed,
+                float(self.min_power))
+
+
+def _estimate(sim: _Simulation, request: PowerRequest, *, mu: float, rounds: int, method: str) -> PowerEstimate:
     return PowerEstimate(
         probability=sim.refuted / sim.runs,
         lower=sim.lower,
-        claimed_epsilon=float(claimed_epsilon),
-        delta=float(delta),
-        factor=float(factor),
-        alternative_epsilon=float(factor * claimed_epsilon),
+        claimed_epsilon=float(request.claimed_epsilon),
+        delta=float(request.delta),
+        factor=float(request.factor),
+        alternative_epsilon=float(request.factor * request.claimed_epsilon),
         alternative_mu=float(mu),
         rounds=rounds,
         trials=sim.runs,
-        max_trials=trials,
-        seed=seed,
-        min_power=float(min_power),
+        max_trials=request.trials,
+        seed=request.seed,
+        min_power=float(request.min_power),
         interval=(sim.lower, sim.upper),
         method=method,
     )
@@ -220,29 +243,24 @@ def _estimate(sim: _Simulation, *, claimed_epsilon: float, delta: float, factor:
 
 def canonical_power(
     bound: Callable[[AuditScores], float],
+    request: PowerRequest,
     *,
-    n_in: int,
-    n_out: int,
+    sizes: tuple[int, int],
     design: Design,
-    claimed_epsilon: float,
-    delta: float,
-    factor: float = 2.0,
-    trials: int = 200,
-    seed: int = 0,
-    min_power: float = 0.8,
     key: Hashable = None,
     mu: float | None = None,
     rounds: int = 1,
     method_suffix: str = "",
-    progress: bool = False,
     label: str = "power",
 ) -> PowerEstimate:
     """P[bound(scores of the canonical alternative) > claimed ε] (module docstring), cached under ``key``.
 
-    ``mu`` overrides μ_alt (a single round of a composed run at μ_alt/√T, :mod:`privaudit.stats.gdp_composition`);
-    ``label`` names the progress bar, shown when ``progress`` and the audit has ≥ :data:`PROGRESS_FROM` scores.
+    ``sizes`` are the audit's (n_in, n_out); ``mu`` overrides μ_alt (a single round of a composed run at μ_alt/√T,
+    :mod:`privaudit.stats.gdp_composition`); ``label`` names the progress bar, shown when ``request.progress`` and the
+    audit has ≥ :data:`PROGRESS_FROM` scores.
     """
-    check_power_arguments(claimed_epsilon, factor, trials, min_power)
+    n_in, n_out = sizes
+    claimed_epsilon, delta, factor = request.claimed_epsilon, request.delta, request.factor
     total_mu = alternative_mu(claimed_epsilon, delta, factor)
     drawn_mu = total_mu if mu is None else float(mu)
 
@@ -256,32 +274,25 @@ def canonical_power(
             except InvalidParameterError:  # e.g. a split of a redrawn side too small to split: certifies nothing
                 return 0.0
 
-        sim = simulate(audit_once, claimed_epsilon=claimed_epsilon, trials=trials, seed=seed, min_power=min_power,
-                       label=f"{label} (stops once clear)", progress=progress and n_in + n_out >= PROGRESS_FROM)
+        sim = simulate(audit_once, claimed_epsilon=claimed_epsilon, trials=request.trials, seed=request.seed,
+                       min_power=request.min_power, label=f"{label} (stops once clear)",
+                       progress=request.progress and n_in + n_out >= PROGRESS_FROM)
         method = ALTERNATIVE.format(factor=factor, mu=total_mu, epsilon=factor * claimed_epsilon, delta=delta) + method_suffix
-        return _estimate(sim, claimed_epsilon=claimed_epsilon, delta=delta, factor=factor, mu=total_mu, trials=trials,
-                         seed=seed, min_power=min_power, rounds=rounds, method=method)
+        return _estimate(sim, request, mu=total_mu, rounds=rounds, method=method)
 
     if key is None:
         return compute()
-    sizes = (n_in + n_out,) if design is Design.BERNOULLI else (n_in, n_out)  # bernoulli redraws the counts
-    return cached_power(("single", key, sizes, design, float(claimed_epsilon), float(delta), float(factor), trials,
-                         seed, float(min_power), drawn_mu, rounds), compute)
+    counts = (n_in + n_out,) if design is Design.BERNOULLI else (n_in, n_out)  # bernoulli redraws the counts
+    return cached_power(("single", key, counts, design, *request.cache_key(), drawn_mu, rounds), compute)
 
 
 def canonical_rounds_power(
     bound: Callable[[Sequence[AuditScores]], float],
     sizes: Sequence[tuple[int, int]],
+    request: PowerRequest,
     *,
-    claimed_epsilon: float,
-    delta: float,
-    factor: float = 2.0,
-    trials: int = 200,
-    seed: int = 0,
-    min_power: float = 0.8,
     key: Hashable = None,
     method_suffix: str = "",
-    progress: bool = False,
 ) -> PowerEstimate:
     """The power of a bound over T rounds when the run is T equal Gaussian rounds of total μ_alt (μ_alt/√T each).
 
@@ -290,9 +301,9 @@ def canonical_rounds_power(
     bound falls short of its μ_t by a slack s set by the round's sample sizes: for any split with Σ μ_t² = μ²,
     ‖(μ_t − s)₊‖₂ ≥ ‖μ‖₂ − ‖min(μ_t, s)‖₂ ≥ μ − s√T (triangle inequality), with equality for equal rounds.
     """
-    check_power_arguments(claimed_epsilon, factor, trials, min_power)
     if not sizes:
         raise InvalidParameterError("power needs at least one round")
+    claimed_epsilon, delta, factor = request.claimed_epsilon, request.delta, request.factor
     total_mu = alternative_mu(claimed_epsilon, delta, factor)
     per_round = total_mu / math.sqrt(len(sizes))
 
@@ -301,18 +312,16 @@ def canonical_rounds_power(
             drawn = [gaussian_scores(rng, per_round, n_in, n_out, Design.TRIALS) for n_in, n_out in sizes]
             return float(bound([s for s in drawn if s is not None]))
 
-        sim = simulate(audit_once, claimed_epsilon=claimed_epsilon, trials=trials, seed=seed, min_power=min_power,
-                       label=f"power · {len(sizes)} rounds (stops once clear)",
-                       progress=progress and sum(a + b for a, b in sizes) >= PROGRESS_FROM)
+        sim = simulate(audit_once, claimed_epsilon=claimed_epsilon, trials=request.trials, seed=request.seed,
+                       min_power=request.min_power, label=f"power · {len(sizes)} rounds (stops once clear)",
+                       progress=request.progress and sum(a + b for a, b in sizes) >= PROGRESS_FROM)
         method = (ALTERNATIVE.format(factor=factor, mu=total_mu, epsilon=factor * claimed_epsilon, delta=delta)
                   + f"; {len(sizes)} equal Gaussian rounds of μ = {per_round:.4g} each" + method_suffix)
-        return _estimate(sim, claimed_epsilon=claimed_epsilon, delta=delta, factor=factor, mu=total_mu, trials=trials,
-                         seed=seed, min_power=min_power, rounds=len(sizes), method=method)
+        return _estimate(sim, request, mu=total_mu, rounds=len(sizes), method=method)
 
     if key is None:
         return compute()
-    return cached_power(("rounds", key, tuple(sizes), float(claimed_epsilon), float(delta), float(factor), trials, seed,
-                         float(min_power)), compute)
+    return cached_power(("rounds", key, tuple(sizes), *request.cache_key()), compute)
 
 
 def declared(power: PowerEstimate | None, attack_optimal: bool) -> PowerEstimate | None:

@@ -6,7 +6,9 @@ the *out* scores to canaries that were not. An attack whose scores run the other
 the caller, or audited with ``two_sided=True`` declared in advance.
 
 Everything is validated here, once, and raised as :class:`~privaudit.errors.InvalidParameterError`
-with one sentence; inner code trusts the values it receives.
+with one sentence; inner code trusts the values it receives. :func:`score_array` is the one validation of a score
+array in the package: the attacks' scores (:class:`attacks.membership.scores.MembershipScores`, an
+:class:`AuditScores` that carries how the scores were made) and the ROC of :mod:`attacks.metrics` use it too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from privaudit.checks import probability_open
 from privaudit.errors import InvalidParameterError
 
 
-def _score_array(name: str, values: object) -> np.ndarray:
+def score_array(name: str, values: object, *, allow_empty: bool = False) -> np.ndarray:
+    """``values`` as a read-only float64 vector of finite scores (a column or row of a matrix is flattened), non-empty
+    unless ``allow_empty`` (a round in which no canary was inserted)."""
     try:
         array = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -31,7 +35,7 @@ def _score_array(name: str, values: object) -> np.ndarray:
         if sum(dim > 1 for dim in array.shape) > 1:
             raise InvalidParameterError(f"{name} must be one-dimensional, got shape {array.shape}")
         array = array.ravel()
-    if array.size == 0:
+    if array.size == 0 and not allow_empty:
         raise InvalidParameterError(f"{name} is empty; the auditor needs at least one score on each side")
     if not np.all(np.isfinite(array)):
         bad = int(np.sum(~np.isfinite(array)))
@@ -50,7 +54,7 @@ class AuditScores:
     @classmethod
     def of(cls, in_scores: object, out_scores: object) -> AuditScores:
         """Validate raw inputs (any array-like) and wrap them."""
-        return cls(_score_array("in_scores", in_scores), _score_array("out_scores", out_scores))
+        return cls(score_array("in_scores", in_scores), score_array("out_scores", out_scores))
 
     @classmethod
     def trusted(cls, in_scores: np.ndarray, out_scores: np.ndarray) -> AuditScores:

@@ -18,27 +18,26 @@ saturating, discrete and zero-signal attacks (:class:`Attack`) — is checked by
 :mod:`privaudit.audit.verdict_validity`, which sits above ``stats`` because it runs the verdict rules.
 
 Route metadata (which mechanism families and designs each route accepts) is read from
-``privaudit.stats.routes.ROUTES`` when that module exists; otherwise every estimator in
-:data:`privaudit.stats.estimators.ESTIMATORS` runs ungated (how the suite measures code from before routes
-were gated). The full grid is ``benchmarks/validity_grid.py`` (``make validity``). numpy and scipy only.
+:data:`privaudit.stats.routes.ROUTES`. The full grid is ``benchmarks/validity_grid.py`` (``make validity``). numpy
+and scipy only.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from privaudit import errors
-from privaudit.errors import InvalidParameterError
-from privaudit.stats.estimators import ESTIMATORS, default_strategy, estimate
+from privaudit.errors import InvalidParameterError, RouteNotApplicable
+from privaudit.stats.estimators import default_strategy, estimate
 from privaudit.stats.power import monte_carlo_interval
+from privaudit.stats.routes import ROUTES
 from privaudit.stats.strategies import (
     DEFAULT_GDP_FAMILY,
     Bonferroni,
@@ -83,7 +82,7 @@ __all__ = [
     "Cell", "CellBounds", "CoverageResult", "Design", "Fixed", "GaussianMechanism", "LaplaceMechanism", "NullScores",
     "RandomizedResponse", "RouteInfo", "Scenario", "SubsampledGaussian", "Tightness", "Trials", "available_routes",
     "build_strategy", "call_route", "cell_bounds", "coverage_verdict", "design_of_size", "draw_attacked_scores",
-    "draw_scores", "draw_seed", "evaluate_cell", "gated", "laplace_delta", "laplace_epsilon", "measure_tightness",
+    "draw_scores", "draw_seed", "evaluate_cell", "laplace_delta", "laplace_epsilon", "measure_tightness",
     "natural_design", "over_claim_p_value", "randomized_response_delta", "randomized_response_epsilon",
     "strategy_names", "subsampled_gaussian_delta", "subsampled_gaussian_epsilon",
 ]
@@ -93,7 +92,7 @@ TEST_LEVEL = 1e-3
 
 
 # --------------------------------------------------------------------------------------------------
-# Routes: metadata from privaudit.stats.routes when it exists, the estimators otherwise
+# Routes: metadata from privaudit.stats.routes
 # --------------------------------------------------------------------------------------------------
 
 
@@ -115,27 +114,14 @@ def _strategy_kind(name: str) -> str:
 
 
 def available_routes() -> tuple[RouteInfo, ...]:
-    """Every route the installed auditor offers, with its declared families and designs where declared."""
-    try:
-        from privaudit.stats.routes import ROUTES  # type: ignore[import-not-found]
-    except ImportError:
-        return tuple(RouteInfo(name, None, None, _strategy_kind(name)) for name in ESTIMATORS)
-    return tuple(
-        RouteInfo(name, _names(getattr(route, "families", ())), _names(getattr(route, "designs", ())), _strategy_kind(name))
-        for name, route in ROUTES.items()
-    )
+    """Every route the auditor offers, with its declared families and designs."""
+    return tuple(RouteInfo(name, _names(route.families), _names(route.designs), _strategy_kind(name))
+                 for name, route in ROUTES.items())
 
 
-def _names(values: object) -> tuple[str, ...] | None:
-    """Enum members or strings as their string values (None when nothing is declared)."""
-    names = tuple(str(getattr(value, "value", value)) for value in (values or ()))  # type: ignore[union-attr]
-    return names or None
-
-
-def gated() -> bool:
-    """True when :func:`privaudit.audit.estimate` takes ``mechanism`` and ``design`` (routes refuse misuse)."""
-    parameters = inspect.signature(estimate).parameters
-    return "mechanism" in parameters and "design" in parameters
+def _names(values: tuple[Enum, ...]) -> tuple[str, ...] | None:
+    """Enum members as their string values (None when nothing is declared)."""
+    return tuple(str(value.value) for value in values) or None
 
 
 def natural_design(route: RouteInfo) -> str:
@@ -143,12 +129,6 @@ def natural_design(route: RouteInfo) -> str:
     if route.designs:
         return route.designs[0]
     return "trials" if route.kind == "threshold" else "bernoulli"
-
-
-#: Errors that mean "this route does not apply here" (the route's answer, recorded as "not run").
-def _not_applicable_errors() -> tuple[type[Exception], ...]:
-    specific = getattr(errors, "RouteNotApplicable", None)
-    return (specific,) if specific is not None else ()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,17 +276,11 @@ def _first_accepted_claim(
     cell: Cell, run: Callable[[str | None], float]
 ) -> tuple[str | None, float | None, list[tuple[str, str]], str]:
     """Try the scenario's true claims from the most general on; (claim, first ε_lb, refusals, reason)."""
-    if not gated():
-        try:
-            return None, run(None), [], ""
-        except InvalidParameterError as error:
-            return None, None, [], str(error)
     refusals: list[tuple[str, str]] = []
-    refused = _not_applicable_errors()
     for claim in cell.scenario.claims:
         try:
             return claim, run(claim), refusals, ""
-        except refused as error:  # the route's own "not valid here"
+        except RouteNotApplicable as error:  # the route's own "not valid here"
             refusals.append((claim, str(error)))
         except InvalidParameterError as error:  # e.g. a strategy or δ the route does not take
             return claim, None, refusals, str(error)

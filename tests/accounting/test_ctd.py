@@ -7,7 +7,8 @@ import pytest
 
 from privaudit.accounting import Composition, Gaussian, Laplace, PureDP, SubsampledGaussian
 from privaudit.accounting.accountants import get_accountant
-from privaudit.accounting.ctd import CtdAccountant, _bucket
+from privaudit.accounting.bucketing import bucket
+from privaudit.accounting.ctd import CtdAccountant
 from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.accounting.limits import Limits, ResourceRefusal
 
@@ -80,7 +81,7 @@ def test_many_distinct_mechanisms_are_tight_and_answered_by_default():
 
 def test_bucketing_is_an_upper_bound():
     sampled = [(1.0 / s, 0.01, 1) for s in np.linspace(0.8, 2.0, 5000)]
-    buckets, note = _bucket(sampled, 500)
+    buckets, note = bucket(sampled, 500)
     assert len(buckets) <= 500 and sum(c for *_, c in buckets) == 5000 and "buckets" in note
     exact = CtdAccountant(max_distinct=10_000).epsilon(Composition([(SubsampledGaussian(1 / s, q), c) for s, q, c in sampled]), 1e-5)
     grouped = CtdAccountant(max_distinct=500).epsilon(Composition([(SubsampledGaussian(1 / s, q), c) for s, q, c in sampled]), 1e-5)

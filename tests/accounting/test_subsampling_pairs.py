@@ -1,5 +1,5 @@
 """Dominating pairs beyond Poisson add/remove: Poisson sampling under replace-one, and fixed-size batches drawn
-without replacement under either relation (derivations in the module docstring of privaudit.accounting.ctd).
+without replacement under either relation (derivations in the module docstring of privaudit.accounting.pairs).
 
 References are dp-accounting's pessimistic PLD at vdi 1e-5 (within ~1e-5 of the truth): its own ``REPLACE_ONE``
 pair for Poisson, and, for fixed-size batches (dp-accounting has no such PLD), the same pairs assembled from
@@ -17,15 +17,11 @@ from scipy import integrate, optimize
 
 from privaudit.accounting import Composition, Gaussian, Sampling, SubsampledGaussian
 from privaudit.accounting.accountants import get_accountant
-from privaudit.accounting.ctd import (
-    PAIR_ADD_REMOVE,
-    PAIR_REPLACE,
-    PAIR_SYMMETRISED,
-    CtdAccountant,
-    _gaussian_pmfs,
-)
+from privaudit.accounting.ctd import CtdAccountant
 from privaudit.accounting.limits import set_default_limits
+from privaudit.accounting.loss_grid import gaussian_pmfs
 from privaudit.accounting.mechanisms import Skellam
+from privaudit.accounting.pairs import PAIR_ADD_REMOVE, PAIR_REPLACE, PAIR_SYMMETRISED
 from privaudit.accounting.pld import PldAccountant
 from privaudit.errors import PrivauditError, UnsupportedMechanismError
 
@@ -181,7 +177,7 @@ def test_symmetric_pmfs_are_valid_pairs(kind):
     """P-mass 1 (with the +∞ atom), Q-mass ≤ 1, the atom at 0 non-negative, mass(−y) = e^{−y}·mass(y)."""
     s, q = np.array([0.5, 2.0, 4.0]), np.array([0.01, 0.3, 0.9])
     h = 1e-3
-    pmfs = _gaussian_pmfs(s, q, np.full(3, kind), np.ones(3), h, 1e-12, True)
+    pmfs = gaussian_pmfs(s, q, np.full(3, kind), np.ones(3), h, 1e-12, True)
     for m in range(3):
         sel = pmfs.mech == m
         j, p = pmfs.j[sel], pmfs.p[sel]
@@ -196,7 +192,7 @@ def test_symmetric_pmfs_are_valid_pairs(kind):
 def test_add_remove_pairs_keep_both_directions():
     s, q = np.array([1.0]), np.array([0.1])
     for remove in (True, False):
-        pmfs = _gaussian_pmfs(s, q, np.array([PAIR_ADD_REMOVE]), np.ones(1), 1e-3, 1e-12, remove)
+        pmfs = gaussian_pmfs(s, q, np.array([PAIR_ADD_REMOVE]), np.ones(1), 1e-3, 1e-12, remove)
         assert pmfs.p.sum() + pmfs.inf_mass[0] == pytest.approx(1.0, abs=1e-12)
 
 

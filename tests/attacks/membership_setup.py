@@ -6,7 +6,7 @@ import numpy as np
 
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.fl.engine.config import LocalTrainingConfig
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 
 
 def overfit_dataset(seed: int = 0, clients: int = 4, n: int = 24, dim: int = 30, classes: int = 4, label_noise: float = 0.5) -> FederatedDataset:

@@ -28,7 +28,7 @@ from privaudit.fl.canaries.gradients import GradientCanaryInsertion, make_gradie
 from privaudit.fl.canaries.inputs import insert_input_canaries, make_input_canaries
 from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.recording import ReleaseRecorder
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 from tests.attacks.membership_setup import overfit_dataset, overfit_spec
 from tests.fl.conftest import make_dataset
 

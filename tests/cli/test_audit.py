@@ -78,7 +78,7 @@ def test_suite_json_and_the_claim_table(capsys, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec, run_training
+    from privaudit.fl.run import TrainSpec, run_training
 
     path = tmp_path_factory.mktemp("runs") / "priv"
     spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=2, num_clients=10, privacy="output-perturbation",

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext, ClientResult, SetupContext
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedavgm import FedAvgM
 from privaudit.fl.algorithms.feddyn import FedDyn
@@ -16,11 +15,12 @@ from privaudit.fl.algorithms.pfedme import PFedMe
 from privaudit.fl.algorithms.registry import algorithm_specs, make_algorithm
 from privaudit.fl.algorithms.scaffold import Scaffold
 from privaudit.fl.algorithms.upcycled import Upcycled
+from privaudit.fl.engine.algorithm import ClientContext, ClientResult, SetupContext
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.evaluation import Evaluator
+from privaudit.fl.engine.local_solver import LocalOutcome
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree
-from privaudit.fl.engine.trainer import LocalOutcome
 from tests.fl.conftest import make_dataset, tiny_model
 
 ALGORITHMS = {
@@ -168,19 +168,32 @@ def test_client_update_is_one_clients_round():
 
 def test_wrappers_pass_every_capability_through_and_a_wrapper_overrides_its_own():
     from privaudit.accounting.mechanisms import Neighbouring
+    from privaudit.fl.engine.capabilities import (
+        ClientSelection,
+        LocalStepForm,
+        ModelChoice,
+        NeighbouringRelation,
+        OwnPrivacyAccounting,
+        ProximalTerm,
+        ReleaseBound,
+        RunReport,
+    )
     from privaudit.fl.privacy.registry import privatize
 
     plain = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "none"))
-    assert plain.proximal_mu == 0.4 and plain.neighbouring is Neighbouring.ADD_REMOVE
-    assert not plain.accounts_own_privacy and plain.release_clip is None and plain.select_clients(1, None) is None
-    assert plain.manifest_sections() == {} and plain.model_for("logreg") == "logreg"
+    assert ProximalTerm.of(plain).proximal_mu == 0.4 and NeighbouringRelation.of(plain).neighbouring is Neighbouring.ADD_REMOVE
+    assert plain.capability(OwnPrivacyAccounting) is None and ReleaseBound.of(plain).release_clip is None
+    assert ClientSelection.of(plain).select_clients(1, None) is None
+    assert RunReport.of(plain).manifest_sections() == {} and ModelChoice.of(plain).model_for("logreg") == "logreg"
     clipped = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "output-perturbation", clip=3.0, noise=1.0))
-    assert clipped.release_clip == 3.0 and clipped.proximal_mu == 0.4
+    assert ReleaseBound.of(clipped).release_clip == 3.0 and ProximalTerm.of(clipped).proximal_mu == 0.4
     objective = make_algorithm("upcycled-fedprox", mu=0.4, privatizer=lambda a: privatize(a, "objective-perturbation", alpha=2.0))
-    assert objective.neighbouring is Neighbouring.REPLACE_ONE  # the privatizer's own relation, seen through Upcycled
-    assert make_algorithm("pfa", privatizer=lambda a: privatize(a, "none")).accounts_own_privacy  # PFA's, through NoPrivacy
-    assert not make_algorithm("pfedme", privatizer=lambda a: privatize(a, "none")).dp_sgd_compatible
-    assert not hasattr(plain, "find")  # capabilities are declared hooks, not looked up by name
+    # the privatizer's own relation, seen through Upcycled
+    assert NeighbouringRelation.of(objective).neighbouring is Neighbouring.REPLACE_ONE
+    pfa = make_algorithm("pfa", privatizer=lambda a: privatize(a, "none"))
+    assert pfa.capability(OwnPrivacyAccounting) is pfa.inner  # PFA's, through NoPrivacy
+    assert not LocalStepForm.of(make_algorithm("pfedme", privatizer=lambda a: privatize(a, "none"))).dp_sgd_compatible
+    assert not hasattr(plain, "find")  # capabilities are declared, not looked up by name
 
 
 def test_an_algorithm_with_its_own_privacy_modes_takes_privacy_itself():

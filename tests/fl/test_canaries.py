@@ -21,7 +21,7 @@ from privaudit.fl.canaries.inputs import InputCanaries, insert_input_canaries, m
 from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.params import flatten, global_norm
 from privaudit.fl.engine.recording import ReleaseRecorder
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 from tests.fl.conftest import make_dataset
 
 DIMENSION = 5 * 3 + 3  # logreg on make_dataset(): W (3×5) and b (3)

@@ -16,7 +16,7 @@ from privaudit.cli.app import app
 from privaudit.device import describe_device, device_record, resolve_device
 from privaudit.errors import DeviceUnavailableError, InvalidParameterError
 from privaudit.fl.engine.config import LocalTrainingConfig
-from privaudit.fl.engine.run import TrainSpec, run_training
+from privaudit.fl.run import TrainSpec, run_training
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without CUDA")

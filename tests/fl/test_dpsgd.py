@@ -16,13 +16,20 @@ from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.local_solver import LocalTask
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree
-from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+from privaudit.fl.engine.trainer import ClientTrainer
 from privaudit.fl.privacy import dpsgd
 from privaudit.fl.privacy.dpsgd import DPSGD, clip_and_sum, noisy_average, poisson_batches, steps_per_epoch
-from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise, planned_steps
+from privaudit.fl.privacy.local_dp import (
+    CalibrationTarget,
+    LocalDP,
+    LocalDPConfig,
+    calibrate_client_noise,
+    planned_steps,
+)
 from privaudit.papers.privatefl.transform import (
     PersonalAffine,
     PersonalisedModel,
@@ -295,13 +302,15 @@ def test_budget_policies(policy):
 
 
 def test_calibrated_noise_meets_the_target_for_the_planned_steps():
-    plan = calibrate_client_noise([100, 300], epsilon=4.0, delta=1e-3, rounds=10, epochs=1, batch_size=32)
+    plan = calibrate_client_noise([100, 300], CalibrationTarget(epsilon=4.0, delta=1e-3, rounds=10, epochs=1, batch_size=32))
     for size, noise in zip((100, 300), plan.values(), strict=True):
         assert noise.sample_rate == pytest.approx(32 / size)
         assert noise.planned_steps == 10 * steps_per_epoch(32 / size)
         eps = get_accountant("rdp").epsilon(Composition.of(SubsampledGaussian(noise.noise_multiplier, noise.sample_rate), noise.planned_steps), 1e-3)
         assert 3.99 < eps.epsilon <= 4.0
-    expected = calibrate_client_noise([100], epsilon=4.0, delta=1e-3, rounds=10, epochs=1, batch_size=32, participation="expected", client_rate=0.3)
+    target = CalibrationTarget(epsilon=4.0, delta=1e-3, rounds=10, epochs=1, batch_size=32, participation="expected",
+                               client_rate=0.3)
+    expected = calibrate_client_noise([100], target)
     assert expected[0].planned_steps == planned_steps("expected", 10, 1, 0.32, 0.3) == math.floor(0.3 * 10 * 4)
     assert expected[0].noise_multiplier < plan[0].noise_multiplier  # fewer planned steps, less noise
     direct = calibrate_noise(lambda s: Composition.of(SubsampledGaussian(s, 0.32), 12), 4.0, 1e-3, accountant="rdp")

@@ -81,7 +81,7 @@ def test_penalty_gradient_is_two_lambda_u_theta_minus_v():
     algorithm = FedCurv(lam=0.3)
     cfg = _config(rounds=1, epochs=1, batch=64, lr=0.2)
     first = run_federation(data, tiny_model(hidden=4), algorithm, cfg, progress=False)  # fills the server's sums
-    from privaudit.fl.algorithms.base import ClientContext
+    from privaudit.fl.engine.algorithm import ClientContext
 
     u, v = algorithm.penalty_terms(0)
     context = ClientContext(2, 2, 0, data.clients[0], 1, algorithm.context.seeds)

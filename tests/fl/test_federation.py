@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.accounting.mechanisms import Neighbouring
+from privaudit.accounting.mechanisms import Neighbouring, Sampling
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedprox import FedProx
-from privaudit.fl.engine.config import ClientSampling, Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.capabilities import ClientSelection, NeighbouringRelation, RunCompletion, RunPlanning
+from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.params import equal
 from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 from privaudit.fl.engine.sampling import local_epochs, sample_clients
@@ -108,10 +109,10 @@ def test_batched_dropout_draws_each_clients_sequential_masks():
 def test_fixed_size_and_poisson_sampling():
     rng = np.random.default_rng(0)
     for _ in range(20):
-        chosen = sample_clients(30, 0.3, ClientSampling.FIXED_SIZE, rng)
+        chosen = sample_clients(30, 0.3, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT, rng)
         assert len(chosen) == 9 and len(set(chosen.tolist())) == 9 and list(chosen) == sorted(chosen)
-    assert len(sample_clients(30, 0.01, ClientSampling.FIXED_SIZE, rng)) == 1
-    sizes = [len(sample_clients(200, 0.25, ClientSampling.POISSON, rng)) for _ in range(200)]
+    assert len(sample_clients(30, 0.01, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT, rng)) == 1
+    sizes = [len(sample_clients(200, 0.25, Sampling.POISSON, rng)) for _ in range(200)]
     assert abs(np.mean(sizes) - 50) < 2 and np.std(sizes) > 3  # Binomial(200, 0.25): mean 50, std 6.1
 
 
@@ -153,15 +154,17 @@ def test_config_validation():
         LocalTrainingConfig(lr=-1)
     with pytest.raises(InvalidParameterError, match="at least 2 local epochs"):
         FederationConfig(rounds=1, stragglers=0.5, local=LocalTrainingConfig(epochs=1))
-    with pytest.raises(InvalidParameterError, match="client sampling"):
+    with pytest.raises(InvalidParameterError, match="unknown sampling 'sometimes'"):  # the accounting's one vocabulary
         FederationConfig(rounds=1, sampling="sometimes")
+    assert FederationConfig(rounds=1, sampling="fixed-size").sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT
     config = _config()
     assert FederationConfig.from_dict(config.to_dict()) == config
 
 
 # -- the algorithm's hooks -------------------------------------------------------------------------
-class _ChoosingFedAvg(FedAvg):
-    """FedAvg that plans at start, chooses its own clients, states replace-one guarantees and completes the record."""
+class _ChoosingFedAvg(FedAvg, NeighbouringRelation, RunPlanning, ClientSelection, RunCompletion):
+    """FedAvg that plans at start, chooses its own clients, states replace-one guarantees and completes the record
+    (capabilities it declares)."""
 
     neighbouring = Neighbouring.REPLACE_ONE
 
@@ -204,6 +207,6 @@ def test_hooks_run_once_each_in_order_and_through_any_wrapper():
 
 def test_without_hooks_the_federation_samples_as_before():
     chosen = _run(_config(stragglers=0.0), FedAvg())[0]
-    expected = [sorted(int(c) for c in sample_clients(6, 0.5, ClientSampling.FIXED_SIZE, SeedTree(11).numpy("sampling", r)))
+    expected = [sorted(int(c) for c in sample_clients(6, 0.5, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT, SeedTree(11).numpy("sampling", r)))
                 for r in range(1, 5)]
     assert [m.clients for m in chosen.history] == expected

@@ -10,10 +10,11 @@ from torch.func import functional_call
 
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.config import Execution, LocalTrainingConfig
+from privaudit.fl.engine.local_solver import LocalTask
 from privaudit.fl.engine.local_training import LocalObjective, MoreauEnvelope, active_counts, make_schedule
 from privaudit.fl.engine.params import model_state
 from privaudit.fl.engine.seeding import SeedTree
-from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+from privaudit.fl.engine.trainer import ClientTrainer
 from tests.fl.conftest import make_dataset, tiny_model
 
 

@@ -11,17 +11,17 @@ from scipy import stats
 
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, PureDP
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext, SetupContext
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedprox import FedProx
 from privaudit.fl.algorithms.scaffold import Scaffold
 from privaudit.fl.algorithms.upcycled import Upcycled
+from privaudit.fl.engine.algorithm import ClientContext, SetupContext
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.glm import BinaryLogisticGLM, glm_feature_norms, normalise_rows
+from privaudit.fl.engine.local_solver import LocalOutcome
 from privaudit.fl.engine.params import global_norm
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree
-from privaudit.fl.engine.trainer import LocalOutcome
 from privaudit.fl.privacy import noise
 from privaudit.fl.privacy.perturbation import (
     ObjectivePerturbation,
@@ -236,8 +236,8 @@ def test_glm_mode_runs_theorem_6_3s_setting():
 
 def test_exact_minimiser_satisfies_the_first_order_condition():
     """∇F_i(ω) + μ(ω − ω̄) + n = 0 at the released model (the condition Thm 6.3's proof inverts)."""
-    from privaudit.fl.engine.glm import minimise_exactly
-    from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
+    from privaudit.fl.engine.glm import ExactMinimiser, minimise_exactly
+    from privaudit.fl.engine.local_training import LocalObjective
 
     data = normalise_rows(make_dataset(sizes=(25,), dim=4, num_classes=2)).clients[0]
     model = BinaryLogisticGLM(4)

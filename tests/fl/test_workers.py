@@ -11,9 +11,9 @@ from privaudit.errors import InvalidParameterError
 from privaudit.executor import WorkerPool, threads_per_worker
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import run_federation
-from privaudit.fl.engine.run import TrainSpec, build_algorithm, run_training
 from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
 from privaudit.fl.engine.trainer import ClientTrainer
+from privaudit.fl.run import TrainSpec, build_algorithm, run_training
 
 
 def _cnn() -> nn.Module:
@@ -170,7 +170,7 @@ def test_a_script_without_the_main_guard_fails_in_one_error_instead_of_hanging(t
     script = tmp_path / "no_guard.py"
     script.write_text(
         "from privaudit.fl.engine.config import LocalTrainingConfig\n"
-        "from privaudit.fl.engine.run import TrainSpec, run_training\n"
+        "from privaudit.fl.run import TrainSpec, run_training\n"
         "spec = TrainSpec(algorithm='fedavg', dataset='digits', rounds=1, num_clients=4, model='lenet-dlg',\n"
         "                 local=LocalTrainingConfig(epochs=1, batch_size=64), execution='sequential', workers=2)\n"
         "run_training(spec, progress=False)\n"
@@ -204,7 +204,7 @@ REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 MARK_ENV = "PRIVAUDIT_TEST_MARK"
 
 #: ``python -c TRAIN_DRIVER WHERE train ...``: privaudit's CLI whose main process, once the pool exists, stops to wait for
-#: SIGTERM either between two rounds (``between-rounds``: in the round's metrics, no job running) or while the workers
+#: SIGTERM either between two rounds (``between-rounds``: completing the round, no job running) or while the workers
 #: train (``during-a-round``: in its own share of the round's clients); it touches $PRIVAUDIT_TEST_MARK first.
 TRAIN_DRIVER = """
 import os, sys, time
@@ -221,7 +221,7 @@ def wait_here(original):
     return waiting
 
 if where == "between-rounds":
-    round_loop._round_metrics = wait_here(round_loop._round_metrics)
+    round_loop.Federation.complete_round = wait_here(round_loop.Federation.complete_round)
 else:
     trainer._train_group = wait_here(trainer._train_group)
 from privaudit.cli.app import main

@@ -14,7 +14,7 @@ pytest.importorskip("flwr")
 from privaudit.fl.engine import params as P
 from privaudit.fl.engine.checkpoint import read_manifest
 from privaudit.fl.engine.config import LocalTrainingConfig
-from privaudit.fl.engine.run import TrainSpec, run_training
+from privaudit.fl.run import TrainSpec, run_training
 from privaudit.interop.flower import run_spec_in_flower
 
 SPEC = TrainSpec(algorithm="upcycled-fedprox", dataset="digits", rounds=4, model="logreg", num_clients=4,

@@ -22,7 +22,7 @@ from flwr.serverapp.strategy import (
 from privaudit.accounting.ledger import SERVER, PrivacyLedger
 from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 from privaudit.interop.flower.canary import CanaryMod, flatten_floats
 from privaudit.interop.flower.hosted import check_hosted, spec_from_json, spec_to_json
 from privaudit.interop.flower.tap import TAP_RECORD, AuditTap, dp_round_event, flower_dp_settings, tap_mod

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.accounting.mechanisms import Gaussian, SubsampledGaussian
+from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
 from privaudit.cli.app import main
 from privaudit.errors import CheckpointError, InvalidParameterError
 from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger, verify_checkpoint
@@ -199,6 +199,10 @@ def test_bad_calls_are_one_clear_error(tmp_path):
         FederationRecorder(tmp_path / "c", model=model, dataset=data)
     with pytest.raises(InvalidParameterError, match=r"package\.module:function"):
         ModelFactory("not a factory")
+    with pytest.raises(InvalidParameterError, match="takes no option rounds; its options are architecture"):
+        FederationRecorder(tmp_path / "d", model=model, dataset=data, rounds=3)
+    with pytest.raises(InvalidParameterError, match="local_training takes lr"):
+        FederationRecorder(tmp_path / "e", model=model, dataset=data, local_training={"learning_rate": 0.1})
 
 
 def test_an_exception_inside_the_block_writes_no_manifest(tmp_path):
@@ -216,6 +220,11 @@ def test_privacy_events_in_user_terms():
     assert central[0].mechanism == SubsampledGaussian(1.2, 0.1)
     with pytest.raises(InvalidParameterError, match=r"sampling='poisson'.*sampling='fixed-size'"):  # no optimistic default
         GaussianRelease("server", noise_multiplier=1.2, clip=0.5, sample_rate=0.1, level="client")
+    fixed = GaussianRelease("server", noise_multiplier=1.2, clip=0.5, sample_rate=0.1, sampling="fixed-size", level="client")
+    assert fixed.sampling is Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT  # parsed once, used by value
+    assert privacy_events(fixed, round=1)[0].mechanism == SubsampledGaussian(1.2, 0.1, Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT)
+    with pytest.raises(InvalidParameterError, match="unknown sampling 'shuffled'"):
+        GaussianRelease([0], noise_multiplier=1.0, clip=1.0, sensitivity=1.0, sampling="shuffled")
     local = privacy_events(GaussianRelease([0, 1], noise_std=2.0, clip=4.0, sensitivity=4.0), round=1)
     assert [e.mechanism for e in local] == [Gaussian(0.5), Gaussian(0.5)]
     whole_update = privacy_events(GaussianRelease([0], noise_std=2.0, clip=4.0, sensitivity=8.0), round=1)

@@ -110,7 +110,7 @@ def test_the_rounds_power_is_calibrated_to_the_claim_not_the_observed_rounds():
     """Issue 24: the composed and best-round power come from T Gaussian rounds of total μ_alt (ε(μ_alt) = 2 × claim),
     never from the observed per-round scores; the best-round figure is that of one round at μ_alt/√T."""
     from privaudit.stats.assumptions import Design
-    from privaudit.stats.power import canonical_power, clear_power_cache
+    from privaudit.stats.power import PowerRequest, canonical_power, clear_power_cache
 
     clear_power_cache()
     leaky = [(deterministic_normal(2.0, 400), deterministic_normal(0.0, 400)) for _ in range(4)]
@@ -123,7 +123,7 @@ def test_the_rounds_power_is_calibrated_to_the_claim_not_the_observed_rounds():
     best = gdp_best_round_lower_bound(leaky, **options)
     single = canonical_power(lambda s: mu_to_epsilon(gdp_bound(s, 0.0125, 1e-5, Bonferroni(DEFAULT_GDP_FAMILY))[1]["mu_lb"],
                                                      1e-5),
-                             n_in=400, n_out=400, design=Design.TRIALS, claimed_epsilon=3.0, delta=1e-5, trials=40,
+                             PowerRequest(3.0, 1e-5, trials=40), sizes=(400, 400), design=Design.TRIALS,
                              mu=best.power.alternative_mu / 2)
     assert best.power.probability == single.probability and best.power.lower == single.lower
     # composing the rounds' evidence is at least as powerful as the one round that must carry μ_alt/√T

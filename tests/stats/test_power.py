@@ -21,6 +21,7 @@ from privaudit.stats.assumptions import Design, MechanismFamily
 from privaudit.stats.gdp import gdp_bound
 from privaudit.stats.power import (
     LOOK_FRACTIONS,
+    PowerRequest,
     canonical_power,
     clear_power_cache,
     power_unavailable,
@@ -108,8 +109,8 @@ def test_the_simulated_power_matches_an_independent_simulation_of_the_alternativ
 
     independent = np.mean([_gdp(AuditScores.trusted(rng.normal(mu_alt, 1, n), rng.normal(0, 1, n))) > claim
                            for _ in range(400)])
-    power = canonical_power(_gdp, n_in=n, n_out=n, design=Design.TRIALS, claimed_epsilon=claim, delta=DELTA,
-                            trials=200, seed=5, min_power=0.45)  # a target inside every look's interval: all run
+    power = canonical_power(_gdp, PowerRequest(claim, DELTA, trials=200, seed=5, min_power=0.45), sizes=(n, n),
+                            design=Design.TRIALS)  # a target inside every look's interval: all run
     assert power.trials == 200
     assert power.interval[0] - 0.05 <= independent <= power.interval[1] + 0.05
     assert abs(power.probability - independent) < 0.12
@@ -138,11 +139,11 @@ def test_a_clearly_powerful_audit_stops_after_an_eighth_of_the_simulations_and_i
         calls.append(1)
         return _gdp(scores)
 
-    first = canonical_power(counted, n_in=2000, n_out=2000, design=Design.TRIALS, claimed_epsilon=2.0, delta=DELTA,
-                            trials=200, seed=0, key="counted")
+    first = canonical_power(counted, PowerRequest(2.0, DELTA, trials=200, seed=0), sizes=(2000, 2000),
+                            design=Design.TRIALS, key="counted")
     assert first.trials == 25 and first.lower >= 0.8 and len(calls) == 25
-    again = canonical_power(counted, n_in=2000, n_out=2000, design=Design.TRIALS, claimed_epsilon=2.0, delta=DELTA,
-                            trials=200, seed=0, key="counted")
+    again = canonical_power(counted, PowerRequest(2.0, DELTA, trials=200, seed=0), sizes=(2000, 2000),
+                            design=Design.TRIALS, key="counted")
     assert again is first and len(calls) == 25  # data-independent: computed once per process
 
 

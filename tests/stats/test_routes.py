@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from privaudit.accounting.mechanisms import Gaussian, Laplace, PureDP, Skellam, SubsampledGaussian
+from privaudit.accounting.mechanisms import (
+    Gaussian,
+    Laplace,
+    Neighbouring,
+    PureDP,
+    Skellam,
+    SubsampledGaussian,
+)
 from privaudit.audit import ROUTES, audit_scores, estimate
 from privaudit.errors import InvalidParameterError, RouteNotApplicable
 from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
@@ -91,7 +98,7 @@ def test_curves_inverse_blow_up():
 
 def test_pair_parameters_are_group_privacy_for_two():
     assert pair_parameters(1.0, 1e-5) == pytest.approx((2.0, (1 + math.e) * 1e-5))
-    assert pair_parameters(1.0, 1e-5, "replace-one") == (1.0, 1e-5)
+    assert pair_parameters(1.0, 1e-5, Neighbouring.REPLACE_ONE) == (1.0, 1e-5)
 
 
 @pytest.mark.parametrize(("n_in", "n_out"), [(900, 100), (100, 900), (500, 500)])

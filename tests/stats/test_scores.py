@@ -61,3 +61,18 @@ def test_negation_reverses_the_score_convention():
     flipped = scores.negated()
     np.testing.assert_array_equal(flipped.in_scores, [-1.0, -2.0])
     np.testing.assert_array_equal(flipped.out_scores, [-3.0])
+
+
+def test_attack_scores_are_audit_scores_validated_once(tmp_path):
+    """One score type: an attack's MembershipScores is an AuditScores (the same validation, a side may be empty),
+    and the membership-scores.npz an attack writes is read by ``audit --scores`` as it is."""
+    from attacks.membership.scores import MembershipScores
+    from privaudit.audit.score_files import read_scores
+
+    scores = MembershipScores([3.0, 2.0], [1.0, 0.5], {"attack": "loss"})
+    assert isinstance(scores, AuditScores) and scores.n_in == 2 and scores.meta == {"attack": "loss"}
+    assert not MembershipScores([], [1.0]).is_complete()
+    with pytest.raises(InvalidParameterError, match="member scores contains 1 non-finite"):
+        MembershipScores([np.nan], [0.0])
+    read = read_scores(scores.save_npz(tmp_path / "membership-scores.npz"))
+    assert read.in_scores.tolist() == [3.0, 2.0] and read.out_scores.tolist() == [1.0, 0.5]

@@ -24,7 +24,7 @@ LEDGER_LABEL = "the checkpoint's ledger: largest per-client ε"
 
 
 def training_recipe(checkpoint: Path, audit: str):
-    """The checkpoint's :class:`~privaudit.fl.engine.run.TrainSpec`; an audit that re-trains needs one."""
+    """The checkpoint's :class:`~privaudit.fl.run.TrainSpec`; an audit that re-trains needs one."""
     from attacks.membership import train_spec_from_dict
     from privaudit.fl.engine.checkpoint import read_manifest
 

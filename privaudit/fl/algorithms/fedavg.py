@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from privaudit.fl.algorithms.base import Algorithm, ClientResult, example_weighted_average
+from privaudit.fl.algorithms.base import example_weighted_average
+from privaudit.fl.engine.algorithm import Algorithm, ClientResult
+from privaudit.fl.engine.capabilities import ServerStepForm
 from privaudit.fl.engine.params import State
 
 
-class FedAvg(Algorithm):
+class FedAvg(Algorithm, ServerStepForm):
     name = "fedavg"
     #: The server step is a function of the clients' models only through their average, and clients release
     #: nothing else: ``--privacy cdp|ddp`` may privatise the mean update and hand it here (post-processing).

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientResult, SetupContext, example_weighted_average
+from privaudit.fl.algorithms.base import example_weighted_average
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import ClientResult, SetupContext
 from privaudit.fl.engine.params import State
 
 

@@ -31,17 +31,25 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext, ClientResult, SetupContext
 from privaudit.fl.algorithms.fedavg import FedAvg
+from privaudit.fl.engine.algorithm import ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.local_solver import (
+    ClientSolver,
+    LocalOutcome,
+    LocalSolver,
+    LocalTask,
+    RegularisableSolver,
+    TrainerView,
+)
 from privaudit.fl.engine.local_training import LocalObjective, run_lanes
+from privaudit.fl.engine.oracles import SequentialOracle
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import seeded_torch_global
 
 if TYPE_CHECKING:
     from torch import nn
-
-    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
 
 #: Examples per chunk of per-example gradients when computing a Fisher diagonal.
 _FISHER_CHUNK = 256
@@ -69,18 +77,17 @@ def empirical_fisher_diagonal(model: nn.Module, params: State, fixed: State, x: 
     return {n: s / count for n, s in sums.items()}
 
 
-class FedCurvSolver:
-    """Local SGD on L_i + the EWC penalty (gradient 2λ(u_{−i} ⊙ θ − v_{−i})), then the client's Fisher diagonal."""
+class FedCurvSolver(ClientSolver):
+    """Local SGD on L_i + the EWC penalty (gradient 2λ(u_{−i} ⊙ θ − v_{−i})), then the client's Fisher diagonal (CPU)."""
 
     kind = "fedcurv"
 
     def __init__(self, lam: float, u: State | None, v: State | None) -> None:
         self.lam, self.u, self.v = float(lam), u, v
 
-    def with_solver(self, solver: Any) -> Any:
-        from privaudit.fl.privacy.dpsgd import DPSGD
-
-        if isinstance(solver, DPSGD):
+    def with_solver(self, solver: LocalSolver) -> LocalSolver:
+        """Under DP-SGD (a solver that takes a regulariser's gradient in every step): the penalised DP-SGD step."""
+        if isinstance(solver, RegularisableSolver):
             return FedCurvDPSGD(self.lam, self.u, self.v, solver)
         raise InvalidParameterError(f"FedCurv's penalised local step has no form with the {type(solver).__name__} solver")
 
@@ -97,14 +104,12 @@ class FedCurvSolver:
 
         return gradient
 
-    def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.engine.trainer import LocalOutcome, _SequentialOracle, _tensors
-
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         names = list(trainer.names)
         fixed = {k: v.clone() for k, v in global_state.items() if k not in names}
-        x, y = _tensors(task.data)
+        x, y = trainer.tensors(task.data, task.client_id)
         schedule = trainer.schedule(task, training_round)
-        base = _SequentialOracle(trainer.model, names, fixed, x, y, schedule)
+        base = SequentialOracle(trainer.model, names, fixed, x, y, schedule)
         penalised = self.lam > 0 and self.u is not None and self.v is not None
         u = [self.u[n].unsqueeze(0) for n in names] if penalised else None
         v = [self.v[n].unsqueeze(0) for n in names] if penalised else None
@@ -136,26 +141,24 @@ class FedCurvSolver:
         )
 
 
-class FedCurvDPSGD:
+class FedCurvDPSGD(ClientSolver):
     """FedCurv under local DP-SGD (the FedReg paper's "FedCurv+DPSGD"): noisy clipped steps on L_i plus the EWC penalty
     gradient (data-independent for client i: the other clients' Fisher sums), then the Fisher diagonal — which is a
-    deterministic function of the client's records, released without noise (see :meth:`FedCurv.finish`)."""
+    deterministic function of the client's records, released without noise (see :meth:`FedCurv.finish`). CPU only."""
 
     kind = "fedcurv-dpsgd"
 
-    def __init__(self, lam: float, u: State | None, v: State | None, dpsgd: Any) -> None:
+    def __init__(self, lam: float, u: State | None, v: State | None, dpsgd: RegularisableSolver) -> None:
         self.penalty = FedCurvSolver(lam, u, v)
         self.dpsgd = dpsgd
 
-    def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.engine.trainer import _tensors
-
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         names = list(trainer.names)
-        solver = replace(self.dpsgd, regulariser_gradient=self.penalty.penalty_gradient(names))
+        solver = self.dpsgd.with_regulariser(self.penalty.penalty_gradient(names))
         outcome = solver.train_client(trainer, global_state, task, training_round)
         fixed = {k: v.clone() for k, v in global_state.items() if k not in names}
         trained = {n: outcome.state[n] for n in names}
-        x, y = _tensors(task.data)
+        x, y = trainer.tensors(task.data, task.client_id)
         fisher = seeded_torch_global(trainer.seeds.integer("dropout", training_round, task.client_id),
                                      lambda: empirical_fisher_diagonal(trainer.model, trained, fixed, x, y))
         return replace(outcome, info={**outcome.info, "fisher": fisher})
@@ -203,8 +206,6 @@ class FedCurv(FedAvg):
         fisher = info.pop("fisher")
         events = result.events
         if "noise_multiplier" in info:  # trained by DP-SGD: the model is private, the Fisher diagonal is not
-            from privaudit.accounting.ledger import PrivacyEvent
-
             events = (*events, PrivacyEvent.no_guarantee(
                 str(client.client_id), client.round,
                 f"{self.name} releases the client's empirical Fisher diagonal without noise beside its DP-SGD model (ε = ∞)"))

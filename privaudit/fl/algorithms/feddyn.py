@@ -14,17 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
+from privaudit.fl.algorithms.base import example_weighted_average
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import (
+    AGGREGATE_OF_CLIENTS,
     Algorithm,
     ClientContext,
     ClientResult,
     SetupContext,
-    example_weighted_average,
 )
-from privaudit.fl.engine import params as P
+from privaudit.fl.engine.capabilities import ServerStepForm
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
-from privaudit.fl.privacy.server_release import AGGREGATE_OF_CLIENTS
 
 
 def _clients(result: ClientResult) -> float:
@@ -32,7 +33,7 @@ def _clients(result: ClientResult) -> float:
     return float(result.info.get(AGGREGATE_OF_CLIENTS, 1))
 
 
-class FedDyn(Algorithm):
+class FedDyn(Algorithm, ServerStepForm):
     name = "feddyn"
     #: h and the new model are functions of the round's sum and average of client models only, and the clients'
     #: g_i stay on the clients: under ``--privacy cdp|ddp`` the server step runs on the private mean update, with

@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext
 from privaudit.fl.algorithms.fedavg import FedAvg
+from privaudit.fl.engine.algorithm import ClientContext
+from privaudit.fl.engine.capabilities import ProximalTerm
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 
 
-class FedProx(FedAvg):
+class FedProx(FedAvg, ProximalTerm):
     name = "fedprox"
 
     def __init__(self, mu: float = 0.01) -> None:

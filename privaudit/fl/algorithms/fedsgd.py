@@ -11,42 +11,35 @@ Gaussian noise): one noisy step per local epoch, the FedReg paper's "DPSGD" base
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext
 from privaudit.fl.algorithms.fedavg import FedAvg
+from privaudit.fl.engine.algorithm import ClientContext
+from privaudit.fl.engine.capabilities import LocalStepForm
+from privaudit.fl.engine.local_solver import ClientSolver, LocalOutcome, LocalSolver, LocalTask, TrainerView
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 
-if TYPE_CHECKING:
-    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
 
-
-class FullBatchStep:
-    """θ − η∇L_i(θ) on all of the client's data at once (run by ``ClientTrainer.train_one``)."""
+class FullBatchStep(ClientSolver):
+    """θ − η∇L_i(θ) on all of the client's data at once (CPU; run by the trainer as a client solver)."""
 
     kind = "full-batch-step"
 
-    def with_solver(self, solver: Any) -> Any:
-        from privaudit.fl.privacy.dpsgd import DPSGD
-
+    def with_solver(self, solver: LocalSolver) -> LocalSolver:
         # DP-SGD on the full batch (q = 1) is the FedReg paper's "DPSGD" baseline: per-example clipping and noise on
         # the same full-batch gradient step (one step per local epoch; --local-epochs 1 for the paper's setting).
-        if isinstance(solver, DPSGD) and solver.sample_rate == 1.0:
+        if isinstance(solver, ClientSolver) and solver.full_batch:
             return solver
         raise InvalidParameterError("sgd takes full-batch steps: only full-batch DP-SGD (sampling rate 1) can replace them")
 
-    def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.engine.trainer import LocalOutcome, _tensors
-
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         names = list(trainer.names)
         fixed = {k: v for k, v in global_state.items() if k not in names}
-        x, y = _tensors(task.data)
+        x, y = trainer.tensors(task.data, task.client_id)
         leaves = [global_state[n].detach().clone().requires_grad_() for n in names]
         logits = functional_call(trainer.model, {**fixed, **dict(zip(names, leaves, strict=True))}, (x,))
         loss = F.cross_entropy(logits, y)
@@ -58,7 +51,7 @@ class FullBatchStep:
         return LocalOutcome(task.client_id, state, steps=1, epochs=1, mean_loss=float(loss.detach()))
 
 
-class FedSGD(FedAvg):
+class FedSGD(FedAvg, LocalStepForm):
     name = "sgd"
     #: ``--privacy dp-sgd`` runs full-batch DP-SGD (sampling rate 1): the paper's "DPSGD" comparison point.
     full_batch_dp_sgd = True

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientResult, SetupContext, example_weighted_average
+from privaudit.fl.algorithms.base import example_weighted_average
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import ClientResult, SetupContext
 from privaudit.fl.engine.params import State
 
 

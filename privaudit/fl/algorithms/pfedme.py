@@ -13,19 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
-    Algorithm,
-    ClientContext,
-    ClientResult,
-    SetupContext,
-    example_weighted_average,
-)
+from privaudit.fl.algorithms.base import example_weighted_average
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.capabilities import LocalStepForm, PersonalModels, ServerStepForm
 from privaudit.fl.engine.local_training import LocalObjective, MoreauEnvelope
 from privaudit.fl.engine.params import State
 
 
-class PFedMe(Algorithm):
+class PFedMe(Algorithm, LocalStepForm, ServerStepForm, PersonalModels):
     name = "pfedme"
     #: The local step is a Moreau-envelope inner loop, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
     dp_sgd_compatible = False

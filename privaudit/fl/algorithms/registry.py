@@ -161,6 +161,7 @@ def make_algorithm(
     if privatizer is not None:
         algorithm = privatizer(algorithm)
     if key.startswith(UPCYCLED_PREFIX):
+        # torch: imported here, not at the top, to keep it out of the CLI's start-up (this module lists the flags)
         from privaudit.fl.algorithms.upcycled import Upcycled
 
         upcycled = take_options(given, UPCYCLED_OPTIONS)

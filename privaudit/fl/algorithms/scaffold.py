@@ -14,19 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
-    Algorithm,
-    ClientContext,
-    ClientResult,
-    SetupContext,
-    example_weighted_average,
-)
+from privaudit.fl.algorithms.base import example_weighted_average
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.capabilities import ServerStepForm
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 
 
-class Scaffold(Algorithm):
+class Scaffold(Algorithm, ServerStepForm):
     name = "scaffold"
     server_dp_compatible = False
     server_dp_reason = ("SCAFFOLD's clients also release their control-variate changes Δc_i, which the server adds "

@@ -1,6 +1,7 @@
 """Specs of the seven base algorithms of Upcycled-FL's Table 1 (003 §7.2), with their options and defaults.
 
-Torch-free: each builder imports its algorithm module when called. Defaults follow the Upcycled-FL reference
+Torch-free: each builder imports its (torch) algorithm module when called, so listing algorithms and building the
+CLI's flags never imports torch. Defaults follow the Upcycled-FL reference
 code (osu-srml/Upcycled-FL@4dd7400:train.py) unless an option says otherwise.
 """
 

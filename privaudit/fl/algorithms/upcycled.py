@@ -21,8 +21,10 @@ import math
 from collections.abc import Sequence
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientResult
+from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientResult
+from privaudit.fl.engine.capabilities import ProximalTerm
 from privaudit.fl.engine.params import State
 
 
@@ -48,7 +50,7 @@ class Upcycled(AlgorithmWrapper):
     def __init__(self, inner: Algorithm, u: float = 0.3, lam: float | None = None) -> None:
         super().__init__(inner)
         if lam is not None:
-            u = coefficient_from_lambda(float(inner.proximal_mu), float(lam))
+            u = coefficient_from_lambda(float(ProximalTerm.of(inner).proximal_mu), float(lam))
         if not math.isfinite(u) or u < 0:
             raise InvalidParameterError(f"the Upcycled coefficient u must be a finite number ≥ 0, got {u}")
         self.u = float(u)

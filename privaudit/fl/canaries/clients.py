@@ -28,15 +28,11 @@ import torch
 
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
-    Algorithm,
-    AlgorithmWrapper,
-    ClientContext,
-    ClientResult,
-    SetupContext,
-)
+from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.canaries.directions import membership_bits, random_unit_directions
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.capabilities import ReleaseBound
 from privaudit.fl.engine.params import State
 
 #: Andrew et al.'s scale: the canary update is 10⁴ × the clip norm, so clipping always binds.
@@ -143,7 +139,7 @@ class CanaryClientInsertion(AlgorithmWrapper):
         if self._by_client and max(self._by_client) >= context.num_clients:
             raise InvalidParameterError("the dataset does not hold the canary clients (use the dataset add_canary_clients returned)")
         if self.update_norm is None:
-            clip = self.inner.release_clip
+            clip = ReleaseBound.of(self.inner).release_clip
             if clip is None:
                 raise InvalidParameterError("canary clients need update_norm: no clipping privatizer is wrapped to take the clip norm from")
             self.update_norm = CLIP_SCALE * float(clip)

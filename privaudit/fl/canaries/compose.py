@@ -3,16 +3,21 @@
 ``make_algorithm`` builds ``Upcycled(Privatizer(X))``; canaries must enter after local training and *before*
 the privatizer, so that they are clipped and noised like a real update: :func:`with_canaries` returns
 ``Upcycled(Canary_n(…Canary_1(Privatizer(X))))`` (or without ``Upcycled`` for a plain X).
-:func:`run_spec_on_dataset` trains a :class:`~privaudit.fl.engine.run.TrainSpec` on a dataset built in memory
+:func:`run_spec_on_dataset` trains a :class:`~privaudit.fl.run.TrainSpec` on a dataset built in memory
 (canary-augmented data, a LiRA shadow half) instead of the one its name loads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from privaudit.fl.algorithms.base import Algorithm
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.algorithm import Algorithm
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.privacy.registry import privatize
+from privaudit.fl.run import TrainSpec, build_algorithm
+from privaudit.models import default_model_for
 
 Wrap = Callable[[Algorithm], Algorithm]
 
@@ -23,9 +28,6 @@ def with_canaries(spec: TrainSpec, wrappers: Sequence[Wrap]) -> Algorithm:
     Each wrapper is a callable ``inner -> wrapped``, e.g. ``lambda a: GradientCanaryInsertion(a, canaries)``;
     the first one is innermost.
     """
-    from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.privacy.registry import privatize
-
     def privatize_then_wrap(algorithm: Algorithm) -> Algorithm:
         wrapped = privatize(algorithm, spec.privacy or "none", spec.privacy_options)
         for wrap in wrappers:
@@ -52,12 +54,6 @@ def run_spec_on_dataset(
     the spec's; ``make_trainer`` goes to :func:`~privaudit.fl.engine.round_loop.run_federation`. Returns the
     :class:`~privaudit.fl.engine.round_loop.FederationResult`.
     """
-    from dataclasses import replace
-
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.engine.run import build_algorithm
-    from privaudit.models import default_model_for
-
     overrides = {}
     if seed is not None:
         overrides["seed"] = int(seed)

@@ -28,15 +28,10 @@ import numpy as np
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
-    Algorithm,
-    AlgorithmWrapper,
-    ClientContext,
-    ClientResult,
-    SetupContext,
-)
+from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.canaries.directions import DirectionKind, make_directions, membership_bits
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
 from privaudit.fl.engine.params import State
 
 MEMBERSHIP_DESIGNS = ("per-round", "per-canary")

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.errors import CheckpointError, InvalidParameterError, PrivauditError
 
 if TYPE_CHECKING:
     from torch import nn
@@ -84,7 +84,7 @@ def describe_sequential(module: nn.Module) -> list[dict[str, Any]] | None:
     layers = []
     for child in module.children():
         kind = type(child).__name__
-        if kind not in SEQUENTIAL_LAYERS or type(child) is not getattr(nn, kind, None):
+        if kind not in SEQUENTIAL_LAYERS or type(child) is not getattr(nn, kind):  # every allow-listed name is in torch.nn
             return None
         if kind == "Sequential":
             inner = describe_sequential(child)
@@ -177,8 +177,7 @@ def build_architecture(model_info: Mapping[str, Any], trust_factory: str | None 
     """A fresh module of the manifest's architecture (weights as initialised; callers load the recorded ones)."""
     from torch import nn
 
-    from privaudit.errors import PrivauditError
-    from privaudit.models import build_model
+    from privaudit.models import build_model  # torch and the model zoo: only when a module is rebuilt
 
     problem = rebuildable(model_info, trust_factory)
     if problem:

@@ -40,15 +40,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privaudit import __version__
 from privaudit.accounting.ledger import PrivacyLedger
 from privaudit.errors import CheckpointError, PrivauditError
+from privaudit.fl.engine.architecture import build_architecture, build_sequential, rebuildable
+from privaudit.fl.engine.metrics import RoundMetrics
 from privaudit.output_folder import folder_for
 
 if TYPE_CHECKING:
     import torch
 
-    from privaudit.fl.algorithms.base import ClientResult
-    from privaudit.fl.engine.metrics import RoundMetrics
+    from privaudit.fl.engine.algorithm import ClientResult
     from privaudit.fl.engine.round_loop import FederationResult, RunInfo
 
 SCHEMA = "privaudit.federation/1"
@@ -217,6 +219,7 @@ def architecture_shapes(model_info: Mapping[str, Any]) -> Shapes:
     """Name → shape of every tensor the named model of ``model_info`` holds (what training saved, per
     :func:`privaudit.fl.engine.params.model_state`). The model is built with torch's global generator saved and
     restored, so reading a checkpoint never changes the random stream of the caller."""
+    # torch and the model zoo: only when tensors are read (read_manifest, read_ledger stay torch-free)
     import torch
 
     from privaudit.fl.engine.params import model_state
@@ -283,8 +286,6 @@ class TrainedFederation:
 
     @property
     def metrics(self) -> list[RoundMetrics]:
-        from privaudit.fl.engine.metrics import RoundMetrics
-
         return [RoundMetrics.from_dict(m) for m in self.manifest["metrics"]]
 
     def global_state(self, round_: int | None = None) -> dict[str, torch.Tensor]:
@@ -324,8 +325,6 @@ class TrainedFederation:
         Named models and recorded ``nn.Sequential`` architectures are rebuilt from the manifest; a recorded user
         factory only when ``trust_factory`` names it (:mod:`privaudit.fl.engine.architecture`).
         """
-        from privaudit.fl.engine.architecture import build_architecture, rebuildable
-
         model_info = self.manifest["model"]
         problem = rebuildable(model_info, trust_factory)
         if problem:
@@ -335,6 +334,7 @@ class TrainedFederation:
         with _forked_rng():
             model = build_architecture(model_info, trust_factory)
         if not model_info.get("name"):  # a rebuilt custom architecture must hold exactly the recorded tensors
+            # torch: only when tensors are read (read_manifest, read_ledger stay torch-free)
             from privaudit.fl.engine.params import model_state
 
             check_shapes(state, {k: tuple(v.shape) for k, v in model_state(model).items()}, f"{self.root}'s model", complete=True)
@@ -349,9 +349,9 @@ def _forked_rng():
 
 
 def _sequential_shapes(model_info: Mapping[str, Any]) -> Shapes:
+    # torch: only when tensors are read (read_manifest, read_ledger stay torch-free)
     import torch
 
-    from privaudit.fl.engine.architecture import build_sequential
     from privaudit.fl.engine.params import model_state
 
     with _forked_rng(), torch.device("meta"):  # shapes only: a forged layer size allocates nothing
@@ -440,8 +440,6 @@ class CheckpointWriter:
             self._write(clients_file(round), flat, {"kind": "clients", "round": str(round)})
 
     def on_end(self, result: FederationResult) -> None:
-        from privaudit import __version__
-
         info = result.info
         model = info.model
         manifest = {
@@ -459,7 +457,7 @@ class CheckpointWriter:
                 "execution": info.execution_mode,
             },
             "seeds": info.seeds,
-            "hardware": dict(getattr(info, "hardware", {}) or {}),
+            "hardware": dict(info.hardware),
             "dataset": info.dataset,
             "ledger": result.ledger.to_dict(),
             "metrics": [m.to_dict() for m in result.history],

@@ -12,19 +12,9 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from privaudit.accounting.mechanisms import Sampling
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
-
-
-class ClientSampling(str, Enum):
-    """How the server picks the clients of a training round."""
-
-    FIXED_SIZE = "fixed-size"  # m = max(⌊q·N⌋, 1) clients uniformly without replacement (Upcycled-FL, FedProx)
-    POISSON = "poisson"  # each client independently with probability q (a round may be empty)
-
-    @classmethod
-    def parse(cls, value: str | ClientSampling) -> ClientSampling:
-        return parse_enum(cls, value, "client sampling")
 
 
 class Execution(str, Enum):
@@ -99,7 +89,10 @@ class FederationConfig:
     """The round loop.
 
     ``rounds`` counts iterations (Upcycled-FL's ``--epochs``): for Upcycled-X, half of them (the odd ones)
-    train clients. ``clients_per_round`` is the fraction q of clients sampled per training round;
+    train clients. ``clients_per_round`` is the fraction q of clients sampled per training round, by ``sampling``
+    (:class:`~privaudit.accounting.mechanisms.Sampling`, the vocabulary the privacy events use): a fixed-size set of
+    m = max(⌊q·N⌋, 1) clients uniformly without replacement (Upcycled-FL, FedProx; the default), or Poisson (each client
+    independently with probability q, so a round may be empty);
     ``stragglers`` the probability that a sampled client is a straggler and runs a uniformly random number of
     local epochs in {1, …, E−1} (Upcycled-FL ``client/avg.py``). ``eval_every`` evaluates the global model
     every k iterations (and always after the last); ``eval_train_loss`` also evaluates it on every client's
@@ -109,7 +102,7 @@ class FederationConfig:
     rounds: int
     local: LocalTrainingConfig = field(default_factory=LocalTrainingConfig)
     clients_per_round: float = 1.0
-    sampling: ClientSampling = ClientSampling.FIXED_SIZE
+    sampling: Sampling = Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT
     stragglers: float = 0.0
     seed: int = 0
     execution: Execution = Execution.AUTO
@@ -123,7 +116,7 @@ class FederationConfig:
         object.__setattr__(
             self, "clients_per_round", _float_in("clients per round", self.clients_per_round, 0.0, 1.0, low_open=True)
         )
-        object.__setattr__(self, "sampling", ClientSampling.parse(self.sampling))
+        object.__setattr__(self, "sampling", Sampling.parse(self.sampling))
         object.__setattr__(self, "stragglers", _float_in("straggler fraction", self.stragglers, 0.0, 1.0))
         object.__setattr__(self, "seed", _int_at_least("seed", self.seed, 0))
         object.__setattr__(self, "execution", Execution.parse(self.execution))

@@ -10,8 +10,9 @@ provides
   u₂ = 1/4 (000 App. F.2);
 * :func:`glm_feature_norms` — the norm of the GLM feature vector v per example for the models where the loss
   is a scalar GLM (also a 2-class linear softmax, where v = (e₁ − e₀) ⊗ (x, 1) and ‖v‖ = √2·‖(x, 1)‖);
-* :func:`minimise_exactly` — full-batch L-BFGS (float64, strong-Wolfe line search) until the gradient norm
-  of the perturbed local objective is ≤ the stated tolerance; the norm reached is reported;
+* :class:`ExactMinimiser` — the local solver of that setting: :func:`minimise_exactly`, full-batch L-BFGS (float64,
+  strong-Wolfe line search) until the gradient norm of the perturbed local objective is ≤ the stated tolerance; the
+  norm reached is reported;
 * :func:`normalise_rows` — scale every feature vector to norm ≤ 1 (the theorem's normalisation; it lives in
   :mod:`privaudit.data.base` so that ``--dataset-option normalise_rows=true`` applies it to any dataset).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,9 +31,34 @@ from torch import nn
 from torch.func import functional_call
 
 from privaudit.data.base import normalise_rows  # noqa: F401 - re-exported: Theorem 6.3's normalisation
-from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
+from privaudit.errors import InvalidParameterError
+from privaudit.fl.engine.local_solver import ClientSolver, LocalOutcome, LocalTask, TrainerView
+from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 from privaudit.models import BinaryLogisticGLM  # also re-exported (the class lives with the other models)
+
+
+@dataclass(frozen=True)
+class ExactMinimiser(ClientSolver):
+    """Full-batch L-BFGS on h_i until ‖∇h_i‖ ≤ ``grad_tol`` (or ``max_iter`` iterations).
+
+    Theorem 6.3 of Upcycled-FL (objective perturbation) is proven for the exact minimiser; this solver runs
+    that setting and reports the gradient norm it reached (:func:`minimise_exactly`, on the trainer's device).
+    """
+
+    grad_tol: float = 1e-6
+    max_iter: int = 1000
+    kind: str = "exact"
+    device_ready = True
+
+    def __post_init__(self) -> None:
+        if not self.grad_tol > 0 or int(self.max_iter) < 1:
+            raise InvalidParameterError("the exact minimiser needs a positive gradient tolerance and max_iter ≥ 1")
+
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
+        x, y = trainer.tensors(task.data, task.client_id)
+        state, info = minimise_exactly(trainer.model, trainer.names, global_state, x, y, task.objective)
+        return LocalOutcome(task.client_id, state, steps=info["iterations"], epochs=task.epochs, mean_loss=info["loss"], info=info)
 
 
 def glm_feature_norms(model: nn.Module, x: np.ndarray) -> np.ndarray | None:

@@ -27,18 +27,19 @@ import torch
 
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.local_solver import LaneSolver, LocalSolver
 from privaudit.fl.engine.params import State
 
 
 @dataclass(frozen=True)
-class SGD:
+class SGD(LaneSolver):
     """Mini-batch SGD with momentum on h_i (the default local solver)."""
 
     kind: str = "sgd"
 
 
 @dataclass(frozen=True)
-class MoreauEnvelope:
+class MoreauEnvelope(LaneSolver):
     """pFedMe's bi-level local step (T Dinh et al. 2020, Alg. 1).
 
     For each mini-batch, the personalised model θ approximately solves min_θ f(θ; batch) + (λ/2)‖θ − w‖² by
@@ -57,28 +58,9 @@ class MoreauEnvelope:
 
 
 @dataclass(frozen=True)
-class ExactMinimiser:
-    """Full-batch L-BFGS on h_i until ‖∇h_i‖ ≤ ``grad_tol`` (or ``max_iter`` iterations).
-
-    Theorem 6.3 of Upcycled-FL (objective perturbation) is proven for the exact minimiser; this solver runs
-    that setting and reports the gradient norm it reached (see :mod:`privaudit.fl.engine.glm`).
-    """
-
-    grad_tol: float = 1e-6
-    max_iter: int = 1000
-    kind: str = "exact"
-
-    def __post_init__(self) -> None:
-        if not self.grad_tol > 0 or int(self.max_iter) < 1:
-            raise InvalidParameterError("the exact minimiser needs a positive gradient tolerance and max_iter ≥ 1")
-
-
-LocalSolver = SGD | MoreauEnvelope | ExactMinimiser
-
-
-@dataclass(frozen=True)
 class LocalObjective:
-    """The terms an algorithm adds to a client's empirical loss, and the solver that minimises the sum."""
+    """The terms an algorithm adds to a client's empirical loss, and the solver that minimises the sum
+    (:mod:`privaudit.fl.engine.local_solver`)."""
 
     anchor: State | None = None
     prox: float = 0.0
@@ -174,7 +156,7 @@ def run_lanes(
     prox: float = 0.0,
     anchor: Sequence[torch.Tensor] | None = None,
     linear: Sequence[torch.Tensor] | None = None,
-    solver: LocalSolver = SGD(),
+    solver: LaneSolver = SGD(),
 ) -> LaneResult:
     """Run local training for every lane; ``params``, ``anchor`` and ``linear`` are lane-stacked (``[C, ...]``).
 
@@ -182,8 +164,8 @@ def run_lanes(
     (SGD); or, for :class:`MoreauEnvelope`, K personal steps θ ← θ − η_p(∇f(θ; batch) + λ(θ − ω)) followed by
     the same optimiser step with g = λ(ω − θ) + prox·(ω − anchor) + linear.
     """
-    if isinstance(solver, ExactMinimiser):
-        raise ValueError("the exact minimiser runs full-batch in the sequential trainer, not as lanes")
+    if not isinstance(solver, LaneSolver):
+        raise ValueError(f"the {solver.kind} solver trains each client itself (a ClientSolver), not as lanes")
     weights = [p.detach().clone() for p in params]
     counts = active_counts(steps)
     lanes = weights[0].shape[0] if weights else 0

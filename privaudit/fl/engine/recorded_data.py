@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.errors import CheckpointError
+from privaudit.data import embedded
+from privaudit.data.base import ClientData, FederatedDataset
+from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.fl.engine.checkpoint import read_tensor_file
 
 if TYPE_CHECKING:
-    from privaudit.data.base import FederatedDataset
     from privaudit.fl.engine.checkpoint import TrainedFederation
 
 DATA_FILE = "tensors/data.safetensors"
@@ -37,8 +39,6 @@ PARTITION_FILE = "tensors/partition.safetensors"
 
 
 def _packaged_loaders() -> dict[str, Callable[[], Any]]:
-    from privaudit.data import embedded
-
     return {"digits": embedded.digits, "mnist5k": embedded.mnist5k, "lfw": embedded.lfw, "images": embedded.images}
 
 
@@ -48,8 +48,6 @@ PACKAGED_POOLS: tuple[str, ...] = ("digits", "mnist5k", "lfw", "images")
 
 def packaged_pool(name: str) -> tuple[np.ndarray, np.ndarray, int, tuple[float, float]]:
     """(x, y, num_classes, data_range) of packaged dataset ``name``: its inputs, then its official test inputs."""
-    from privaudit.errors import InvalidParameterError
-
     loaders = _packaged_loaders()
     if name not in loaders:
         raise InvalidParameterError(f"unknown packaged dataset {name!r}; choose one of: {', '.join(PACKAGED_POOLS)}")
@@ -96,9 +94,6 @@ def data_problem(manifest: Mapping[str, Any]) -> str | None:
 
 def recorded_dataset(federation: TrainedFederation) -> FederatedDataset:
     """The records of a recorded federation with their partition, checked against the recorded fingerprint."""
-    from privaudit.data.base import ClientData, FederatedDataset
-    from privaudit.fl.engine.checkpoint import read_tensor_file
-
     manifest = federation.manifest
     problem = data_problem(manifest)
     if problem:

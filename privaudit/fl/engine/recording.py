@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from privaudit.fl.algorithms.base import ClientResult
+from privaudit.fl.engine.algorithm import ClientResult
 from privaudit.fl.engine.params import State, clone
 from privaudit.fl.engine.round_loop import RoundObserver
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from privaudit.fl.engine.config import ClientSampling
+from privaudit.accounting.mechanisms import Sampling
 
 
-def sample_clients(num_clients: int, fraction: float, sampling: ClientSampling, rng: np.random.Generator) -> np.ndarray:
+def sample_clients(num_clients: int, fraction: float, sampling: Sampling, rng: np.random.Generator) -> np.ndarray:
     """Sorted ids of the clients sampled for one training round."""
-    if sampling is ClientSampling.POISSON:
+    if sampling is Sampling.POISSON:
         return np.flatnonzero(rng.random(num_clients) < fraction)
     count = max(int(np.floor(fraction * num_clients + 1e-9)), 1)
     return np.sort(rng.choice(num_clients, size=count, replace=False))

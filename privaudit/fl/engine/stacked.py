@@ -167,15 +167,94 @@ def _shift(dim: int) -> int:
     return dim + 1 if dim >= 0 else dim
 
 
-def layer_program(model: nn.Module) -> StackedForward:
+Step = tuple[str, Callable[..., torch.Tensor], tuple, dict]
+
+
+def _module_step(node: torch.fx.Node, module: nn.Module, lane_context: _LaneGenerators) -> Step:
+    """The lane-aware operation of one ``call_module`` node; :class:`NotStackable` when it has none."""
+    args = tuple(node.args)
+    if isinstance(module, nn.Linear):
+        prefix, has_bias = str(node.target), module.bias is not None
+
+        def run_linear(params, x, _p=prefix, _b=has_bias):
+            return _linear(x, params[f"{_p}.weight"], params[f"{_p}.bias"] if _b else None)
+
+        return node.name, run_linear, args, {}
+    if isinstance(module, nn.Conv2d):
+        if module.padding_mode != "zeros":
+            raise NotStackable(f"no stacked form for a convolution with padding mode {module.padding_mode!r}")
+        prefix, has_bias = str(node.target), module.bias is not None
+
+        def run_conv(params, x, _p=prefix, _b=has_bias, _m=module):
+            return _conv2d(x, params[f"{_p}.weight"], params[f"{_p}.bias"] if _b else None, _m)
+
+        return node.name, run_conv, args, {}
+    if isinstance(module, _PER_CHANNEL_MODULES):
+        if isinstance(module, nn.MaxPool2d | nn.AdaptiveMaxPool2d) and module.return_indices:
+            raise NotStackable("pooling that returns indices has no stacked form")
+        return node.name, lambda params, x, _m=module: _per_channel(x, _m), args, {}
+    if isinstance(module, nn.Flatten):
+        start, end = _shift(module.start_dim), _shift(module.end_dim)
+        return node.name, lambda params, x, _s=start, _e=end: x.flatten(_s, _e), args, {}
+    if isinstance(module, nn.Softmax | nn.LogSoftmax) and module.dim is not None:
+        fn = torch.softmax if isinstance(module, nn.Softmax) else torch.log_softmax
+        dim = _shift(module.dim)
+        return node.name, lambda params, x, _f=fn, _d=dim: _f(x, _d), args, {}
+    if isinstance(module, nn.Dropout):
+        if module.inplace and module.p > 0:
+            raise NotStackable("in-place dropout has no stacked form")
+
+        def run_dropout(params, x, _m=module):
+            if not _m.training or _m.p == 0:
+                return x
+            return _dropout(x, float(_m.p), lane_context.generators, lane_context.lengths)
+
+        return node.name, run_dropout, args, {}
+    if isinstance(module, _ELEMENTWISE_MODULES):
+        if any(True for _ in module.parameters()):
+            raise NotStackable(f"activation {type(module).__name__} has parameters")
+        return node.name, lambda params, x, _m=module: _m(x), args, dict(node.kwargs)
+    raise NotStackable(f"no stacked form for {type(module).__name__}")
+
+
+class LayerProgram:
+    """A traced model's nodes as lane-aware steps (:func:`layer_program`); calling it is the stacked forward
+    (:data:`StackedForward`). ``convolutional``: whether a step is a (grouped) convolution."""
+
+    def __init__(self, steps: list[Step], placeholder: str, output: str, lane_context: _LaneGenerators,
+                 convolutional: bool) -> None:
+        self.steps, self.placeholder, self.output = steps, placeholder, output
+        self.lane_context, self.convolutional = lane_context, convolutional
+
+    @staticmethod
+    def _resolve(value, env):
+        if isinstance(value, torch.fx.Node):
+            return env[value.name]
+        if isinstance(value, tuple | list):
+            return type(value)(LayerProgram._resolve(v, env) for v in value)
+        return value
+
+    def __call__(self, params: Mapping[str, torch.Tensor], x: torch.Tensor, generators: Sequence[torch.Generator] | None = None,
+                 lengths: Sequence[int] | None = None) -> torch.Tensor:
+        self.lane_context.generators, self.lane_context.lengths = generators, lengths
+        try:
+            env = {self.placeholder: x}
+            for name, fn, args, kwargs in self.steps:
+                env[name] = fn(params, *self._resolve(args, env), **{k: self._resolve(v, env) for k, v in kwargs.items()})
+            return env[self.output]
+        finally:
+            self.lane_context.generators = self.lane_context.lengths = None
+
+
+def layer_program(model: nn.Module) -> LayerProgram:
     """Map an fx trace of ``model`` onto lane-aware operations; raise :class:`NotStackable` otherwise."""
     try:
         graph_module = torch.fx.symbolic_trace(model)
     except Exception as exc:  # fx raises many kinds of errors on untraceable code
         raise NotStackable(f"fx cannot trace the model: {exc}") from None
-    steps: list[tuple[str, Callable[..., torch.Tensor], tuple, dict]] = []
+    steps: list[Step] = []
     lane_context = _LaneGenerators()
-    convolutional = [False]
+    convolutional = False
     placeholder: str | None = None
     output_arg = None
     for node in graph_module.graph.nodes:
@@ -185,52 +264,8 @@ def layer_program(model: nn.Module) -> StackedForward:
             placeholder = node.name
         elif node.op == "call_module":
             module = graph_module.get_submodule(node.target)
-            if isinstance(module, nn.Linear):
-                prefix = str(node.target)
-                has_bias = module.bias is not None
-
-                def run_linear(params, x, _p=prefix, _b=has_bias):
-                    return _linear(x, params[f"{_p}.weight"], params[f"{_p}.bias"] if _b else None)
-
-                steps.append((node.name, run_linear, tuple(node.args), {}))
-            elif isinstance(module, nn.Conv2d):
-                if module.padding_mode != "zeros":
-                    raise NotStackable(f"no stacked form for a convolution with padding mode {module.padding_mode!r}")
-                prefix = str(node.target)
-                has_bias = module.bias is not None
-
-                def run_conv(params, x, _p=prefix, _b=has_bias, _m=module):
-                    return _conv2d(x, params[f"{_p}.weight"], params[f"{_p}.bias"] if _b else None, _m)
-
-                steps.append((node.name, run_conv, tuple(node.args), {}))
-                convolutional[0] = True
-            elif isinstance(module, _PER_CHANNEL_MODULES):
-                if getattr(module, "return_indices", False):
-                    raise NotStackable("pooling that returns indices has no stacked form")
-                steps.append((node.name, lambda params, x, _m=module: _per_channel(x, _m), tuple(node.args), {}))
-            elif isinstance(module, nn.Flatten):
-                start, end = _shift(module.start_dim), _shift(module.end_dim)
-                steps.append((node.name, lambda params, x, _s=start, _e=end: x.flatten(_s, _e), tuple(node.args), {}))
-            elif isinstance(module, nn.Softmax | nn.LogSoftmax) and module.dim is not None:
-                fn = torch.softmax if isinstance(module, nn.Softmax) else torch.log_softmax
-                dim = _shift(module.dim)
-                steps.append((node.name, lambda params, x, _f=fn, _d=dim: _f(x, _d), tuple(node.args), {}))
-            elif isinstance(module, nn.Dropout):
-                if module.inplace and module.p > 0:
-                    raise NotStackable("in-place dropout has no stacked form")
-
-                def run_dropout(params, x, _m=module):
-                    if not _m.training or _m.p == 0:
-                        return x
-                    return _dropout(x, float(_m.p), lane_context.generators, lane_context.lengths)
-
-                steps.append((node.name, run_dropout, tuple(node.args), {}))
-            elif isinstance(module, _ELEMENTWISE_MODULES):
-                if any(True for _ in module.parameters()):
-                    raise NotStackable(f"activation {type(module).__name__} has parameters")
-                steps.append((node.name, lambda params, x, _m=module: _m(x), tuple(node.args), dict(node.kwargs)))
-            else:
-                raise NotStackable(f"no stacked form for {type(module).__name__}")
+            steps.append(_module_step(node, module, lane_context))
+            convolutional = convolutional or isinstance(module, nn.Conv2d)
         elif node.op == "call_function" and node.target in _ELEMENTWISE_FUNCTIONS:
             steps.append((node.name, lambda params, *a, _f=node.target, **kw: _f(*a, **kw), tuple(node.args), dict(node.kwargs)))
         elif node.op == "call_method" and node.target in _ELEMENTWISE_METHODS:
@@ -243,28 +278,7 @@ def layer_program(model: nn.Module) -> StackedForward:
             raise NotStackable(f"no stacked form for {node.op} {node.target}")
     if placeholder is None or not isinstance(output_arg, torch.fx.Node):
         raise NotStackable("the model must map one input to one output tensor")
-    output_name = output_arg.name
-
-    def resolve(value, env):
-        if isinstance(value, torch.fx.Node):
-            return env[value.name]
-        if isinstance(value, tuple | list):
-            return type(value)(resolve(v, env) for v in value)
-        return value
-
-    def forward(params: Mapping[str, torch.Tensor], x: torch.Tensor, generators: Sequence[torch.Generator] | None = None,
-                lengths: Sequence[int] | None = None) -> torch.Tensor:
-        lane_context.generators, lane_context.lengths = generators, lengths
-        try:
-            env = {placeholder: x}
-            for name, fn, args, kwargs in steps:
-                env[name] = fn(params, *resolve(args, env), **{k: resolve(v, env) for k, v in kwargs.items()})
-            return env[output_name]
-        finally:
-            lane_context.generators = lane_context.lengths = None
-
-    forward.convolutional = convolutional[0]  # type: ignore[attr-defined]
-    return forward
+    return LayerProgram(steps, placeholder, output_arg.name, lane_context, convolutional)
 
 
 class _LaneGenerators:
@@ -331,7 +345,7 @@ def build_stacked_model(model: nn.Module, input_shape: tuple[int, ...]) -> Stack
             program = None
         if program is not None and _matches(program, model, input_shape):
             random = any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
-            return StackedModel(program, "layers", random, getattr(program, "convolutional", False))
+            return StackedModel(program, "layers", random, program.convolutional)
         program = vmap_program(model)
         if _matches(program, model, input_shape):
             convolutional = any(isinstance(m, nn.Conv1d | nn.Conv2d | nn.Conv3d) for m in model.modules())

@@ -35,159 +35,23 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call
 
 from privaudit.data.base import ClientData
 from privaudit.device import resolve_device
 from privaudit.errors import DeviceUnavailableError, InvalidParameterError, PrivauditError
+from privaudit.executor import WorkerPool, threads_per_worker
 from privaudit.fl.engine.config import Execution, LocalTrainingConfig
-from privaudit.fl.engine.local_training import (
-    ExactMinimiser,
-    LocalObjective,
-    Schedule,
-    active_counts,
-    make_schedule,
-    run_lanes,
-)
+from privaudit.fl.engine.local_solver import ClientSolver, LaneSolver, LocalOutcome, LocalTask
+from privaudit.fl.engine.local_training import Schedule, make_schedule, run_lanes
+from privaudit.fl.engine.oracles import SequentialOracle, StackedOracle, client_tensors, lane_batches
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
 from privaudit.fl.engine.stacked import StackedModel, build_stacked_model
-
-#: Upper bound on the floats of one pre-gathered chunk of mini-batches in the batched trainer.
-_CHUNK_FLOATS = 4_000_000
-
-
-@dataclass(frozen=True)
-class LocalTask:
-    """One sampled client's job in a training round."""
-
-    client_id: int
-    data: ClientData
-    epochs: int
-    objective: LocalObjective
-    #: mini-batch order drawn by the algorithm (:meth:`~privaudit.fl.algorithms.base.Algorithm.client_draws`);
-    #: ``None``: the trainer's seeded stream ("shuffle", training round, client)
-    schedule: Schedule | None = None
-
-
-@dataclass
-class LocalOutcome:
-    """What local training produced (before the algorithm and any privatizer turn it into a release)."""
-
-    client_id: int
-    state: State
-    steps: int
-    epochs: int
-    mean_loss: float
-    personal: State | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def _loss_scores(logits: torch.Tensor, double_softmax: bool) -> torch.Tensor:
-    """What the cross-entropy is applied to: the logits, or softmax(logits) for the reference codes' double softmax
-    (:class:`~privaudit.fl.engine.config.LocalTrainingConfig`)."""
-    return torch.softmax(logits, dim=-1) if double_softmax else logits
-
-
-class _SequentialOracle:
-    """Mini-batch gradients of one client's mean cross-entropy (one lane)."""
-
-    def __init__(self, model: nn.Module, names: Sequence[str], fixed: State, x: torch.Tensor, y: torch.Tensor, schedule: Schedule,
-                 double_softmax: bool = False):
-        self.model, self.names, self.fixed = model, list(names), fixed
-        self.double_softmax = double_softmax
-        self.x, self.y = x, y
-        self.indices = torch.from_numpy(schedule.indices).to(x.device)
-        self.sizes = schedule.sizes
-
-    def __call__(self, params, step, active):
-        rows = self.indices[step, : int(self.sizes[step])]
-        leaves = [p[0].detach().requires_grad_() for p in params]
-        out = functional_call(self.model, {**self.fixed, **dict(zip(self.names, leaves, strict=True))}, (self.x[rows],))
-        loss = F.cross_entropy(_loss_scores(out, self.double_softmax), self.y[rows])
-        grads = torch.autograd.grad(loss, leaves)
-        return [g.unsqueeze(0) for g in grads], loss.detach().reshape(1)
-
-
-class _StackedOracle:
-    """Mini-batch gradients for many lanes at once; batches are gathered a chunk of steps at a time."""
-
-    def __init__(
-        self,
-        stacked: StackedModel,
-        names: Sequence[str],
-        fixed: State,
-        x_all: torch.Tensor,
-        y_all: torch.Tensor,
-        rows: np.ndarray,
-        weights: np.ndarray,
-        num_classes: int,
-        active: np.ndarray,
-        generators: Sequence[torch.Generator] | None = None,
-        double_softmax: bool = False,
-    ):
-        self.forward, self.names, self.fixed = stacked.forward, list(names), fixed
-        self.double_softmax = double_softmax
-        self.generators = generators  # one per lane, in lane order: dropout masks (seeded as the sequential trainer's)
-        self.x_all, self.y_all = x_all, y_all
-        self.rows, self.weights, self.num_classes, self.active = rows, weights, num_classes, active
-        per_step = max(1, rows.shape[1] * rows.shape[2] * max(1, int(np.prod(x_all.shape[1:]))))
-        self.chunk = max(1, _CHUNK_FLOATS // per_step)
-        self.start = self.stop = 0
-        self.xc = self.tc = None
-
-    def _load(self, step: int) -> None:
-        stop = min(step + self.chunk, self.rows.shape[0])
-        lanes = int(self.active[step])
-        device = self.x_all.device
-        rows = torch.from_numpy(self.rows[step:stop, :lanes]).to(device)
-        weights = torch.from_numpy(self.weights[step:stop, :lanes]).to(device)
-        safe = rows.clamp_min(0)
-        self.xc = self.x_all[safe]
-        self.tc = F.one_hot(self.y_all[safe], self.num_classes).to(self.x_all.dtype) * weights.unsqueeze(-1)
-        self.start, self.stop = step, stop
-
-    def __call__(self, params, step, active):
-        if not self.start <= step < self.stop:
-            self._load(step)
-        x = self.xc[step - self.start, :active]
-        target = self.tc[step - self.start, :active]
-        leaves = [p.detach().requires_grad_() for p in params]
-        bound = {name: t[:active] for name, t in self.fixed.items()}
-        bound.update(zip(self.names, leaves, strict=True))
-        if self.generators is None:
-            logits = self.forward(bound, x)
-        else:  # real rows per lane at this step (padding rows have weight 0), for per-lane dropout masks
-            lengths = (self.weights[step, :active] > 0).sum(axis=1).tolist()
-            logits = self.forward(bound, x, generators=self.generators[:active], lengths=lengths)
-        per_lane = -(torch.log_softmax(_loss_scores(logits, self.double_softmax), dim=-1) * target).sum(dim=(1, 2))
-        grads = torch.autograd.grad(per_lane.sum(), leaves)
-        return list(grads), per_lane.detach()
-
-
-def _canonical(t: torch.Tensor) -> torch.Tensor:
-    """``t`` with row-major strides, size-1 dimensions included.
-
-    numpy and torch call an array with a size-1 channel dimension contiguous whatever that dimension's stride, but
-    torch's convolutions read a stride-1 channel as *channels-last* and take another kernel (other rounding). A
-    worker receives the data pickled, i.e. with canonical strides, so the trainer gives every process those.
-    """
-    expected, step = [], 1
-    for size in reversed(t.shape):
-        expected.append(step)
-        step *= max(int(size), 1)
-    return t if t.stride() == tuple(reversed(expected)) else t.clone(memory_format=torch.contiguous_format)
-
-
-def _tensors(data: ClientData) -> tuple[torch.Tensor, torch.Tensor]:
-    return _canonical(torch.from_numpy(data.x_train)), torch.from_numpy(data.y_train)
 
 
 def _to(state: State | None, device: torch.device) -> State | None:
@@ -236,6 +100,7 @@ class ClientTrainer:
         # a private copy on an accelerator: the federation's module (evaluation, algorithms) stays on the CPU
         self.model = model if self.device.type == "cpu" else copy.deepcopy(model).to(self.device)
         self.model.train()
+        self._used: set[str] = set()  # how rounds were trained so far: "batched", "sequential", "pool" (see mode)
         self._device_data: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._pool = None
         self._pool_payload = (model, tuple(input_shape), int(num_classes), local, seeds, execution)
@@ -255,11 +120,11 @@ class ClientTrainer:
     def tensors(self, data: ClientData, client_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A client's training inputs and labels on the trainer's device (uploaded once per client off the CPU)."""
         if self.device.type == "cpu":
-            return _tensors(data)
+            return client_tensors(data)
         key = id(data) if client_id is None else int(client_id)
         cached = self._device_data.get(key)
         if cached is None or cached[1].shape[0] != len(data.y_train):
-            x, y = _tensors(data)
+            x, y = client_tensors(data)
             cached = self._device_data[key] = (x.to(self.device), y.to(self.device))
         return cached
 
@@ -282,11 +147,11 @@ class ClientTrainer:
     def mode(self) -> str:
         """How clients were actually trained: a solver without a stacked form (DP-SGD, FedReg, FedCurv, exact
         minimisation, mixed objectives) runs per client even when the model could be stacked."""
-        workers = f" on {self.workers} worker processes" if self.workers > 1 and "pool" in getattr(self, "_used", set()) else ""
+        workers = f" on {self.workers} worker processes" if self.workers > 1 and "pool" in self._used else ""
         if self.stacked is None:
             return "sequential" + workers
         batched = f"batched ({self.stacked.kind})"
-        used = getattr(self, "_used", set())
+        used = self._used
         if used - {"pool"} == {"sequential"}:
             return "sequential (the local solver has no stacked form)" + workers
         if used - {"pool"} == {"batched", "sequential"}:
@@ -294,6 +159,7 @@ class ClientTrainer:
         return batched + workers
 
     def schedule(self, task: LocalTask, training_round: int) -> Schedule:
+        """The task's own schedule, or its seeded one: ``epochs`` shuffled passes from ("shuffle", round, client)."""
         if task.schedule is not None:
             return task.schedule
         rng = self.seeds.numpy("shuffle", training_round, task.client_id)
@@ -316,9 +182,9 @@ class ClientTrainer:
         solver = tasks[0].objective.solver
         uniform = all(t.objective.solver == solver and t.objective.prox == tasks[0].objective.prox for t in tasks)
         uniform = uniform and len({t.objective.linear is None for t in tasks}) == 1
-        used = self.__dict__.setdefault("_used", set())
+        used = self._used
         device = self.device
-        if self.stacked is not None and uniform and not isinstance(solver, ExactMinimiser) and not hasattr(solver, "train_client"):
+        if self.stacked is not None and uniform and isinstance(solver, LaneSolver):
             used.add("batched")
             if self.workers > 1 and len(tasks) > 1 and self.stacked.convolutional:
                 used.add("pool")
@@ -336,8 +202,6 @@ class ClientTrainer:
                        batched: bool = False) -> list[LocalOutcome]:
         """The tasks in ``workers`` groups of about equal step counts: group 0 in this process, the others in the pool,
         each group one by one (``batched=False``) or as one stacked run."""
-        from privaudit.executor import WorkerPool, threads_per_worker
-
         threads = threads_per_worker(self.workers)
         if self._pool is None:
             self._pool_data = self._pool_data or {t.client_id: t.data for t in tasks}
@@ -369,26 +233,25 @@ class ClientTrainer:
 
     # -- sequential (reference) ------------------------------------------------------------------
     def train_one(self, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        """One client's local training by the sequential (reference) trainer."""
+        """One client's local training by the sequential (reference) trainer: a client solver runs the job itself
+        (:class:`~privaudit.fl.engine.local_solver.ClientSolver`), a lane solver runs as one lane of the optimiser."""
         objective = task.objective
+        solver = objective.solver
         fixed = {k: v.clone() for k, v in global_state.items() if k not in self.names}
-        custom = getattr(objective.solver, "train_client", None)
-        if self.local.double_softmax and (custom is not None or isinstance(objective.solver, ExactMinimiser)):
-            raise InvalidParameterError(f"double softmax applies to the local SGD of the federation; the "
-                                        f"{getattr(objective.solver, 'kind', type(objective.solver).__name__)} solver computes its own loss")
-        if custom is not None:  # solvers that run the whole client job themselves (DP-SGD, privaudit.fl.privacy.dpsgd)
-            if self.device.type != "cpu" and not getattr(objective.solver, "device_ready", False):
-                raise DeviceUnavailableError(f"the local solver {type(objective.solver).__name__} runs on the CPU only; "
+        if isinstance(solver, ClientSolver):
+            if self.local.double_softmax:
+                raise InvalidParameterError(f"double softmax applies to the local SGD of the federation; the "
+                                            f"{solver.kind} solver computes its own loss")
+            if self.device.type != "cpu" and not solver.device_ready:
+                raise DeviceUnavailableError(f"the local solver {type(solver).__name__} runs on the CPU only; "
                                              f"train with device 'cpu' instead of {self.device}")
-            return custom(self, global_state, task, training_round)
+            return solver.train_client(self, global_state, task, training_round)
+        if not isinstance(solver, LaneSolver):
+            raise InvalidParameterError(f"{type(solver).__name__} is not a local solver: subclass ClientSolver "
+                                        "(privaudit.fl.engine.local_solver) and implement train_client")
         x, y = self.tensors(task.data, task.client_id)
-        if isinstance(objective.solver, ExactMinimiser):
-            from privaudit.fl.engine.glm import minimise_exactly
-
-            state, info = minimise_exactly(self.model, self.names, global_state, x, y, objective)
-            return LocalOutcome(task.client_id, state, steps=info["iterations"], epochs=task.epochs, mean_loss=info["loss"], info=info)
         schedule = self.schedule(task, training_round)
-        oracle = _SequentialOracle(self.model, self.names, fixed, x, y, schedule, self.local.double_softmax)
+        oracle = SequentialOracle(self.model, self.names, fixed, x, y, schedule, self.local.double_softmax)
 
         def lane(values: State | None) -> list[torch.Tensor] | None:
             return None if values is None else [values[n].unsqueeze(0) for n in self.names]
@@ -424,28 +287,13 @@ class ClientTrainer:
         order = sorted(range(len(tasks)), key=lambda i: -schedules[i].steps)  # stable: ties keep client order
         lanes = [tasks[i] for i in order]
         plans = [schedules[i] for i in order]
-        total_steps = plans[0].steps
-        width = max(p.indices.shape[1] for p in plans)
-        rows = np.full((total_steps, len(lanes), width), -1, dtype=np.int64)
-        weights = np.zeros((total_steps, len(lanes), width), dtype=np.float32)
-        xs, ys, offset = [], [], 0
-        for lane, (task, plan) in enumerate(zip(lanes, plans, strict=True)):
-            x, y = self.tensors(task.data, task.client_id)
-            xs.append(x)
-            ys.append(y)
-            block = plan.indices
-            valid = block >= 0
-            rows[: plan.steps, lane, : block.shape[1]] = np.where(valid, block + offset, -1)
-            weights[: plan.steps, lane, : block.shape[1]] = valid / plan.sizes[:, None].astype(np.float32)
-            offset += len(y)
+        batches = lane_batches([self.tensors(t.data, t.client_id) for t in lanes], plans)
         steps = [p.steps for p in plans]
-        active = active_counts(steps)
         count = len(lanes)
         fixed = {k: v.unsqueeze(0).expand(count, *v.shape) for k, v in global_state.items() if k not in self.names}
         # each lane's dropout stream is the one its client uses when trained alone ("dropout", round, client)
         generators = [self.seeds.torch("dropout", training_round, t.client_id) for t in lanes] if self.stacked.random else None
-        oracle = _StackedOracle(self.stacked, self.names, fixed, torch.cat(xs), torch.cat(ys), rows, weights, self.num_classes,
-                                active, generators, self.local.double_softmax)
+        oracle = StackedOracle(self.stacked, self.names, fixed, batches, self.num_classes, generators, self.local.double_softmax)
 
         def stack(values: list[State | None]) -> list[torch.Tensor] | None:
             if values[0] is None:

@@ -15,7 +15,9 @@ noise multiplier calibrated for the claimed (ε, δ).
 ``reference`` — the reference code (``get_median_norm``/``agg_updates`` of BHui97/PrivateFL@39711e6:FedServer.py;
 audit points P1–P3): per
 aggregated tensor t, ζ_t = min(median_k ‖Δ_{k,t}‖, 10); Δ_{k,t} is clipped to ζ_t; the server adds
-N(0, (σζ_t)²) to tensor t and divides by K_s = sr·N. Rescaling tensor t by 1/ζ_t shows the release is a
+N(0, (σζ_t)²) to tensor t and divides by sr·N as a float (``sample_clients = sample_rate*NUM_CLIENTS`` in
+BHui97/PrivateFL@0ff71d6:FedAverage.py; the driver samples ⌊sr·N⌋ clients, so the two differ when sr·N is not whole:
+:attr:`CentralDPConfig.reference_divisor`). Rescaling tensor t by 1/ζ_t shows the release is a
 Gaussian mechanism of multiplier σ/√L (L tensors, :func:`privaudit.accounting.closed_form.per_tensor_effective_multiplier`)
 — *if* the ζ_t did not depend on the data. They are unprivatised medians, so the event (multiplier σ/√L)
 is recorded with ``valid=False``.
@@ -53,11 +55,12 @@ from typing import Any
 import torch
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
-from privaudit.accounting.mechanisms import Gaussian, Mechanism, Neighbouring, SubsampledGaussian
+from privaudit.accounting.mechanisms import Gaussian, Mechanism, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, ClientResult
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientResult
+from privaudit.fl.engine.capabilities import NeighbouringRelation
 from privaudit.fl.engine.params import State
 from privaudit.fl.privacy.server_release import ServerReleaseWrapper
 
@@ -100,7 +103,7 @@ class CentralDPConfig:
     noise_multiplier: float
     client_rate: float | None = None
     num_clients: int | None = None
-    client_sampling: str | None = None
+    client_sampling: Sampling | None = None
     clip_norm: float = 1.0
     clip_cap: float = 10.0
     adaptive: AdaptiveClipping | None = None
@@ -115,8 +118,8 @@ class CentralDPConfig:
         if self.num_clients is not None and (isinstance(self.num_clients, bool) or int(self.num_clients) != self.num_clients
                                              or int(self.num_clients) < 1):
             raise InvalidParameterError(f"the number of clients must be a positive integer, got {self.num_clients}")
-        if self.client_sampling is not None and self.client_sampling not in ("fixed-size", "poisson"):
-            raise InvalidParameterError(f"client sampling must be 'fixed-size' or 'poisson', got {self.client_sampling!r}")
+        if self.client_sampling is not None:
+            object.__setattr__(self, "client_sampling", Sampling.parse(self.client_sampling))
         if not self.clip_norm > 0 or not self.clip_cap > 0 or math.isinf(self.clip_norm):
             raise InvalidParameterError("central DP needs a positive finite clip norm and a positive clip cap")
         if self.adaptive is not None and self.variant is not CDPVariant.DP_FEDAVG:
@@ -127,31 +130,47 @@ class CentralDPConfig:
         """Whether the client sampling is known (given, or taken from the federation)."""
         return None not in (self.client_rate, self.num_clients, self.client_sampling)
 
-    def for_federation(self, client_rate: float, client_sampling: str, num_clients: int) -> CentralDPConfig:
+    def for_federation(self, client_rate: float, client_sampling: Sampling | str, num_clients: int) -> CentralDPConfig:
         """This configuration with the federation's client sampling filled in; refuses one that contradicts it."""
-        given = {"client_rate": float(client_rate), "client_sampling": str(client_sampling), "num_clients": int(num_clients)}
+        given = {"client_rate": float(client_rate), "client_sampling": Sampling.parse(client_sampling),
+                 "num_clients": int(num_clients)}
+        mine = {"client_rate": self.client_rate, "client_sampling": self.client_sampling, "num_clients": self.num_clients}
         for name, value in given.items():
-            mine = getattr(self, name)
             if name == "client_sampling" and given["client_rate"] >= 1:
                 continue  # every client takes part: Poisson and fixed-size sampling coincide
-            if mine is not None and mine != value:
-                raise InvalidParameterError(
-                    f"central DP was configured for {name.replace('_', ' ')} {mine}, but the federation runs {value}")
+            if mine[name] is not None and mine[name] != value:
+                raise InvalidParameterError(f"central DP was configured for {name.replace('_', ' ')} {_text(mine[name])}, "
+                                            f"but the federation runs {_text(value)}")
         return replace(self, **given)
+
+    @property
+    def reference_divisor(self) -> float:
+        """What the reference server divides the noisy sum by: sr·N as a float (its ``sample_clients``), even where it
+        samples ⌊sr·N⌋ clients; equal to :attr:`expected_clients` whenever sr·N is a whole number."""
+        if not self.federated:
+            raise InvalidParameterError("central DP needs the federation's client sampling (run it through run_federation)")
+        if self.client_sampling is Sampling.POISSON:
+            return self.client_rate * self.num_clients
+        return max(self.client_rate * self.num_clients, 1.0)
 
     @property
     def expected_clients(self) -> float:
         """q·N (Poisson) or the fixed K_s = max(⌊sr·N⌋, 1) of the reference code."""
         if not self.federated:
             raise InvalidParameterError("central DP needs the federation's client sampling (run it through run_federation)")
-        if self.client_sampling == "poisson":
+        if self.client_sampling is Sampling.POISSON:
             return self.client_rate * self.num_clients
         return float(max(math.floor(self.client_rate * self.num_clients + 1e-9), 1))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["variant"] = self.variant.value
+        out["client_sampling"] = None if self.client_sampling is None else self.client_sampling.value
         return out
+
+
+def _text(value: Any) -> str:
+    return value.value if isinstance(value, Enum) else str(value)
 
 
 def finite_or_zero(update: State) -> State:
@@ -219,7 +238,7 @@ def adapt_clip(clip: float, norms: Sequence[float], adaptive: AdaptiveClipping, 
     return clip * math.exp(-adaptive.learning_rate * (fraction - adaptive.target_quantile))
 
 
-class CentralDP(ServerReleaseWrapper):
+class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
     """The server clips, noises and averages the clients' updates (one of three variants) and records the truth."""
 
     prefix = "cdp"
@@ -243,7 +262,7 @@ class CentralDP(ServerReleaseWrapper):
 
     def configure(self, config) -> None:
         """The client sampling the events are stated for is the federation's own (rate q, Poisson or fixed-size, N)."""
-        self.config = self.config.for_federation(config.clients_per_round, config.sampling.value, self.context.num_clients)
+        self.config = self.config.for_federation(config.clients_per_round, config.sampling, self.context.num_clients)
 
     @property
     def aggregate_clients(self) -> float:
@@ -252,7 +271,7 @@ class CentralDP(ServerReleaseWrapper):
     # -- the release ---------------------------------------------------------------------------------
     def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State | None, tuple[PrivacyEvent, ...]]:
         cfg = self.config
-        names = self.shared_names
+        names = self.aggregated_names
         updates = [finite_or_zero({n: r.state[n] - global_state[n] for n in names}) for r in results]
         generator = self.context.seeds.torch("central-noise", round)
         new = P.clone(global_state)
@@ -277,7 +296,7 @@ class CentralDP(ServerReleaseWrapper):
             events = [self._paper_event(round, zeta)]
             self.clip_history.append({"zeta": zeta})
         else:
-            mean, clips = reference_release(updates, cfg.noise_multiplier, cfg.clip_cap, cfg.expected_clients, generator)
+            mean, clips = reference_release(updates, cfg.noise_multiplier, cfg.clip_cap, cfg.reference_divisor, generator)
             events = [self._reference_event(round, clips)]
             self.clip_history.append(dict(clips))
         for n in names:
@@ -302,7 +321,7 @@ class CentralDP(ServerReleaseWrapper):
 
     def _sampling_check(self) -> list[str]:
         cfg = self.config
-        if cfg.client_rate < 1 and cfg.client_sampling != "poisson":
+        if cfg.client_rate < 1 and cfg.client_sampling is not Sampling.POISSON:
             return [f"clients are sampled as a fixed-size set of ⌊sr·N⌋ without replacement, but the event assumes Poisson "
                     f"sampling at rate {cfg.client_rate:g} (audit point P3)"]
         return []

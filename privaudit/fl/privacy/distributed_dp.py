@@ -48,8 +48,9 @@ import torch
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
 from privaudit.accounting.mechanisms import Neighbouring, Skellam
 from privaudit.errors import InvalidParameterError, NumericalFailure
-from privaudit.fl.algorithms.base import Algorithm, ClientContext, ClientResult
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult
+from privaudit.fl.engine.capabilities import NeighbouringRelation
 from privaudit.fl.engine.params import State
 from privaudit.fl.privacy.hadamard import padded_length, random_signs, rotate, unrotate
 from privaudit.fl.privacy.server_release import ServerReleaseWrapper
@@ -211,7 +212,7 @@ def decode_sum(modular: torch.Tensor, scale: DDPScale, bits: int, signs: torch.T
     return unrotate(signed / scale.scale, signs, scale.dimension)
 
 
-class DistributedDP(ServerReleaseWrapper):
+class DistributedDP(ServerReleaseWrapper, NeighbouringRelation):
     """Clients encode their clipped updates with Skellam noise; the server sees only their modular sum."""
 
     prefix = "ddp"
@@ -232,7 +233,7 @@ class DistributedDP(ServerReleaseWrapper):
 
     def setup(self, context) -> None:
         super().setup(context)
-        self.dimension = sum(context.initial_state[n].numel() for n in self.shared_names)
+        self.dimension = sum(context.initial_state[n].numel() for n in self.aggregated_names)
         if self.config.expected_clients is not None:
             self.scale = ddp_scale(self.config, self.dimension)
         elif hasattr(self, "scale"):
@@ -265,7 +266,7 @@ class DistributedDP(ServerReleaseWrapper):
         if not hasattr(self, "scale"):
             raise InvalidParameterError("distributed DP without expected_clients takes K from the federation: run it through run_federation")
         self._training_rounds[client.round] = client.training_round
-        names = self.shared_names
+        names = self.aggregated_names
         update = torch.cat([(result.state[n] - global_state[n]).reshape(-1).to(torch.float64) for n in names])
         encoded, signed, tries = encode_update(
             update, self.scale, self.config, self._signs(client.training_round),
@@ -289,7 +290,7 @@ class DistributedDP(ServerReleaseWrapper):
         count = len(results)
         self._count = count
         mean = total / count
-        names = self.shared_names
+        names = self.aggregated_names
         new = P.clone(global_state)
         offset = 0
         for n in names:

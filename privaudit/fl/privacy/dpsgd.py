@@ -4,8 +4,8 @@ API note (for algorithms that train clients with DP-SGD: PrivateFL-LDP, PFA, Fed
 --------------------------------------------------------------------------------------------------------
 * Put ``DPSGD(noise_multiplier=σ, clip_norm=C, sample_rate=q)`` in a client's
   :class:`~privaudit.fl.engine.local_training.LocalObjective` (``replace(objective, solver=DPSGD(...))``).
-  ``ClientTrainer.train_one`` hands any solver with a ``train_client`` method the whole client job, so
-  clients with this solver train one after another (never batched). ``sample_rate=None`` means
+  ``ClientTrainer.train_one`` hands a client solver (:class:`~privaudit.fl.engine.local_solver.ClientSolver`) the
+  whole client job, so clients with this solver train one after another (never batched). ``sample_rate=None`` means
   q = batch_size/|D_i| with the run's :class:`~privaudit.fl.engine.config.LocalTrainingConfig` batch size.
   ``lr_scales=(("transform.", 10.0),)`` multiplies the local learning rate of parameters whose names start
   with a prefix (the reference PrivateFL code's separate transform learning rate). ``per_sample="ghost"``
@@ -49,8 +49,8 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,10 +58,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.engine.local_solver import (
+    LocalOutcome,
+    LocalTask,
+    RegularisableSolver,
+    RegulariserGradient,
+    TrainerView,
+)
 from privaudit.fl.engine.params import State
-
-if TYPE_CHECKING:
-    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
 
 PerSampleRule = Callable[[nn.Module, list[torch.Tensor], torch.Tensor], dict[nn.Parameter, torch.Tensor]]
 
@@ -91,7 +95,7 @@ def _install_rules() -> None:
 
 
 @dataclass(frozen=True)
-class DPSGD:
+class DPSGD(RegularisableSolver):
     """Local DP-SGD solver: Poisson rate q, clip C, noise multiplier σ (see the module docstring)."""
 
     noise_multiplier: float
@@ -99,6 +103,9 @@ class DPSGD:
     sample_rate: float | None = None
     lr_scales: tuple[tuple[str, float], ...] = ()
     per_sample: str = "ghost"
+    #: steps per round: ``None`` runs the task's epochs of ⌈1/q⌉ Poisson steps; a number runs exactly that many
+    #: (PFA's τ local steps as its reference code counts them, ``local_step_rule="exact"``)
+    steps: int | None = None
     kind: str = "dpsgd"
     #: runs on the trainer's device (data, opacus' per-sample gradients, the noisy steps)
     device_ready = True
@@ -121,6 +128,8 @@ class DPSGD:
             raise InvalidParameterError(f"unknown per-sample gradient mode {self.per_sample!r}; use {', '.join(PER_SAMPLE_MODES)}")
         object.__setattr__(self, "noise_multiplier", sigma)
         object.__setattr__(self, "clip_norm", clip)
+        if self.steps is not None and (isinstance(self.steps, bool) or int(self.steps) != self.steps or int(self.steps) < 1):
+            raise InvalidParameterError(f"DP-SGD steps per round must be a positive integer, got {self.steps!r}")
 
     def rate_for(self, num_examples: int, batch_size: int) -> float:
         """q: the given rate, or batch_size/|D_i| (capped at 1)."""
@@ -128,16 +137,23 @@ class DPSGD:
             return float(self.sample_rate)
         return min(1.0, batch_size / max(int(num_examples), 1))
 
-    def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        """One client's local DP-SGD (called by ``ClientTrainer.train_one``)."""
-        from privaudit.fl.engine.trainer import LocalOutcome
+    @property
+    def full_batch(self) -> bool:
+        """Sampling rate 1: every record in every step (the full-batch DP-SGD of FedSGD's clients)."""
+        return self.sample_rate == 1.0
 
+    def with_regulariser(self, gradient: RegulariserGradient | None) -> DPSGD:
+        """This solver with ``gradient`` added to every noisy step (:attr:`regulariser_gradient`)."""
+        return replace(self, regulariser_gradient=gradient)
+
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
+        """One client's local DP-SGD (called by ``ClientTrainer.train_one``)."""
         x, y = trainer.tensors(task.data, task.client_id)  # on the trainer's device (privaudit.device)
         n = len(y)
         if n < 1:
             raise InvalidParameterError(f"client {task.client_id} has no training examples for DP-SGD")
         q = self.rate_for(n, trainer.local.batch_size)
-        steps = task.epochs * steps_per_epoch(q)
+        steps = int(self.steps) if self.steps is not None else task.epochs * steps_per_epoch(q)
         batches = poisson_batches(n, q, steps, trainer.seeds.numpy("dpsgd-batches", training_round, task.client_id))
         generator = trainer.seeds.torch("dpsgd-noise", training_round, task.client_id)
         module = _grad_sample_module(trainer.model, self.per_sample)

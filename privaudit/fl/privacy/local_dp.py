@@ -16,7 +16,7 @@ steps take it over its budget?). ``budget_policy``:
 * ``record`` — the client trains anyway and the overrun is recorded (the event's note says so); what the
   reference code does in its last round (audit point P4).
 
-:func:`calibrate_client_noise` calibrates σ_i from (ε, δ) for each client's planned steps under a named
+:func:`calibrate_client_noise` calibrates σ_i from (ε, δ) (a :class:`CalibrationTarget`) for each client's planned steps under a named
 participation policy: ``every-round`` (the client trains in all R rounds — conservative) or ``expected``
 (E·R·sr epochs, the expected participation under client sampling at rate sr; what the newest reference
 PrivateFL code passes to opacus' ``make_private_with_epsilon``, audit point P4).
@@ -30,12 +30,16 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from privaudit.accounting.calibrate import calibrate_noise
 from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Composition, Neighbouring, SubsampledGaussian
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientResult
+from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult
+from privaudit.fl.engine.capabilities import NeighbouringRelation
+from privaudit.fl.engine.local_solver import ClientSolver, LocalOutcome, LocalTask, TrainerView
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 from privaudit.fl.privacy.dpsgd import DPSGD, steps_per_epoch
@@ -89,6 +93,8 @@ class LocalDPConfig:
     accountant: str = "rdp"
     lr_scales: tuple[tuple[str, float], ...] = ()
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    #: DP-SGD steps per round (one for all, or per client); ``None``: the client's epochs × ⌈1/q⌉ (whole Poisson epochs)
+    steps: PerClient | None = None
 
     def __post_init__(self) -> None:
         sigmas = self.noise_multiplier.values() if isinstance(self.noise_multiplier, Mapping) else [self.noise_multiplier]
@@ -102,6 +108,10 @@ class LocalDPConfig:
             if not 0 < float(q) <= 1:
                 raise InvalidParameterError(f"a DP-SGD sampling rate must lie in (0, 1], got {q}")
         object.__setattr__(self, "budget_policy", BudgetPolicy.parse(self.budget_policy))
+        counts = [] if self.steps is None else (self.steps.values() if isinstance(self.steps, Mapping) else [self.steps])
+        for count in counts:
+            if isinstance(count, bool) or int(count) != count or int(count) < 1:
+                raise InvalidParameterError(f"DP-SGD steps per round must be positive integers, got {count!r}")
 
     def sigma(self, client: int) -> float:
         return float(_per_client(self.noise_multiplier, client, "noise multiplier"))
@@ -132,6 +142,7 @@ class LocalDPConfig:
             "budget": list(budget) if isinstance(budget, tuple) else budget,
             "budget_policy": self.budget_policy.value,
             "accountant": self.accountant,
+            **({} if self.steps is None else {"steps": plain(self.steps)}),
         }
 
 
@@ -146,7 +157,7 @@ class _Plan:
     overrun: bool = False
 
 
-class LocalDP(AlgorithmWrapper):
+class LocalDP(AlgorithmWrapper, NeighbouringRelation):
     """DP-SGD in every training client's objective, with per-client σ_i, events and budget pre-checks."""
 
     prefix = "ldp"
@@ -194,7 +205,10 @@ class LocalDP(AlgorithmWrapper):
         batch_size = self.context.trainer.local.batch_size if self.context.trainer is not None else 64
         sigma = self.config.sigma(client.client_id)
         rate = self.config.rate(client.client_id, client.num_examples, batch_size)
-        steps = client.epochs * steps_per_epoch(rate)
+        if self.config.steps is None:
+            steps = client.epochs * steps_per_epoch(rate)
+        else:
+            steps = int(_per_client(self.config.steps, client.client_id, "step count"))
         plan = _Plan(sigma, rate, steps, trains=True)
         if self.stopped_at is not None:
             plan.trains = False
@@ -220,9 +234,10 @@ class LocalDP(AlgorithmWrapper):
         self._plans[(client.training_round, client.client_id)] = plan
         objective = self.inner.local_objective(global_state, client)
         if not plan.trains:
-            return replace(objective, solver=with_solver(objective.solver, SkipTraining()))
-        solver = DPSGD(plan.sigma, self.config.clip_norm, plan.rate, lr_scales=self.config.lr_scales)
-        return replace(objective, solver=with_solver(objective.solver, solver))
+            return replace(objective, solver=objective.solver.with_solver(SkipTraining()))
+        solver = DPSGD(plan.sigma, self.config.clip_norm, plan.rate, lr_scales=self.config.lr_scales,
+                       steps=None if self.config.steps is None else plan.steps)
+        return replace(objective, solver=objective.solver.with_solver(solver))
 
     def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
         plan = self._plans.pop((client.training_round, client.client_id))
@@ -269,21 +284,13 @@ class LocalDP(AlgorithmWrapper):
 
 
 @dataclass(frozen=True)
-class SkipTraining:
+class SkipTraining(ClientSolver):
     """A client that sits the round out: no training, nothing released (LocalDP's excluded clients)."""
 
     kind: str = "skip"
 
-    def train_client(self, trainer, global_state: State, task, training_round: int):
-        from privaudit.fl.engine.trainer import LocalOutcome
-
+    def train_client(self, trainer: TrainerView, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
         return LocalOutcome(task.client_id, P.clone(global_state), steps=0, epochs=0, mean_loss=0.0, info={"excluded": True})
-
-
-def with_solver(current: Any, solver: Any) -> Any:
-    """``solver`` in place of ``current``, keeping solver wrappers (``with_solver`` method) around it."""
-    swap = getattr(current, "with_solver", None)
-    return swap(solver) if swap is not None else solver
 
 
 # -- calibration ----------------------------------------------------------------------------------
@@ -305,37 +312,69 @@ def planned_steps(participation: Participation | str, rounds: int, epochs: int, 
     return max(1, math.floor(epochs * rounds * client_rate * per_epoch + 1e-9))
 
 
-def calibrate_client_noise(
-    client_sizes: Sequence[int],
-    *,
-    epsilon: float,
-    delta: float,
-    rounds: int,
-    epochs: int,
-    batch_size: int,
-    participation: Participation | str = Participation.EVERY_ROUND,
-    client_rate: float = 1.0,
-    sample_rate: float | None = None,
-    accountant: str = "rdp",
-) -> dict[int, ClientNoise]:
-    """σ_i per client: the smallest σ with ε(SubsampledGaussian(σ, q_i)^{steps_i}, δ) ≤ ε (clients of equal q share one).
+class RateRule(str, Enum):
+    """How a client's Poisson rate q_i follows from its data when no rate is given."""
 
-    q_i = ``sample_rate`` or batch_size/|D_i|; steps_i from :func:`planned_steps`.
-    """
-    from privaudit.accounting.calibrate import calibrate_noise
+    BATCH = "batch"  # q = B/|D_i| (expected batch B; privaudit's default)
+    #: q = 1/⌈|D_i|/B⌉ = 1/len(DataLoader): what opacus' ``make_private_with_epsilon`` uses for a DataLoader of batch B
+    #: (its DPDataLoader samples at 1/len(data_loader)); the PrivateFL reference code's LDP clients
+    LOADER = "loader"
 
-    if not float(epsilon) > 0 or math.isinf(float(epsilon)):
-        raise InvalidParameterError(f"the target ε must be a positive finite number, got {epsilon}")
+    @classmethod
+    def parse(cls, value: str | RateRule) -> RateRule:
+        return parse_enum(cls, value, "sampling-rate rule")
+
+
+def client_sample_rate(size: int, batch_size: int, rule: RateRule | str = RateRule.BATCH) -> float:
+    """q_i of a client with ``size`` records and batch ``batch_size`` under ``rule`` (:class:`RateRule`)."""
+    size = max(int(size), 1)
+    if RateRule.parse(rule) is RateRule.LOADER:
+        return 1.0 / math.ceil(size / int(batch_size))
+    return min(1.0, batch_size / size)
+
+
+@dataclass(frozen=True)
+class CalibrationTarget:
+    """What every client's σ_i is calibrated for: (ε, δ) over the DP-SGD steps of ``rounds`` rounds of ``epochs`` local
+    epochs under a ``participation`` policy (client sampling rate ``client_rate``, :func:`planned_steps`), with the
+    accountant ``accountant``. The Poisson rate q_i is ``sample_rate``, or follows from the client's size and
+    ``batch_size`` by ``rate_rule`` (batch_size/|D_i|, or opacus' 1/⌈|D_i|/B⌉)."""
+
+    epsilon: float
+    delta: float
+    rounds: int
+    epochs: int
+    batch_size: int
+    participation: Participation | str = Participation.EVERY_ROUND
+    client_rate: float = 1.0
+    sample_rate: float | None = None
+    accountant: str = "rdp"
+    rate_rule: RateRule | str = RateRule.BATCH
+
+    def __post_init__(self) -> None:
+        if not float(self.epsilon) > 0 or math.isinf(float(self.epsilon)):
+            raise InvalidParameterError(f"the target ε must be a positive finite number, got {self.epsilon}")
+
+    def rate(self, size: int) -> float:
+        """q_i of a client with ``size`` records."""
+        return float(self.sample_rate) if self.sample_rate is not None else client_sample_rate(size, self.batch_size, self.rate_rule)
+
+
+def calibrate_client_noise(client_sizes: Sequence[int], target: CalibrationTarget) -> dict[int, ClientNoise]:
+    """σ_i per client: the smallest σ with ε(SubsampledGaussian(σ, q_i)^{steps_i}, δ) ≤ ε (clients of equal q share one),
+    for the :class:`CalibrationTarget` ``target``; steps_i from :func:`planned_steps`."""
+    if not isinstance(target, CalibrationTarget):
+        raise InvalidParameterError("calibrate_client_noise needs a CalibrationTarget")
     out: dict[int, ClientNoise] = {}
     memo: dict[tuple[float, int], float] = {}
     for client, size in enumerate(client_sizes):
-        rate = float(sample_rate) if sample_rate is not None else min(1.0, batch_size / max(int(size), 1))
-        steps = planned_steps(participation, rounds, epochs, rate, client_rate)
+        rate = target.rate(size)
+        steps = planned_steps(target.participation, target.rounds, target.epochs, rate, target.client_rate)
         key = (rate, steps)
         if key not in memo:
             memo[key] = calibrate_noise(
                 lambda sigma, r=rate, s=steps: Composition.of(SubsampledGaussian(sigma, r), s),
-                epsilon, delta, accountant=accountant,
+                target.epsilon, target.delta, accountant=target.accountant,
             ).noise_multiplier
         out[client] = ClientNoise(memo[key], rate, steps)
     return out

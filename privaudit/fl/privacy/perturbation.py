@@ -36,8 +36,16 @@ from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, PureDP
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, AlgorithmWrapper, ClientContext, ClientDraws, ClientResult
-from privaudit.fl.engine.local_training import ExactMinimiser, LocalObjective
+from privaudit.fl.algorithms.base import AlgorithmWrapper
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientDraws, ClientResult
+from privaudit.fl.engine.capabilities import (
+    ClientSchedules,
+    NeighbouringRelation,
+    OwnPrivacyAccounting,
+    ReleaseBound,
+)
+from privaudit.fl.engine.glm import ExactMinimiser, glm_feature_norms
+from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State, num_scalars
 from privaudit.fl.privacy import clock_seed, noise
 
@@ -140,7 +148,7 @@ class OutputPerturbationConfig:
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
 
 
-class OutputPerturbation(AlgorithmWrapper):
+class OutputPerturbation(AlgorithmWrapper, ClientSchedules, ReleaseBound):
     """Clip each training client's released model to norm τ and add Gaussian noise (Thm 6.2's mechanism)."""
 
     mechanism_name = "output-perturbation"
@@ -159,7 +167,7 @@ class OutputPerturbation(AlgorithmWrapper):
         """With the simulated clock: client k+1 (in the reference's order) draws its straggler status and shuffles
         from the generator that client k's release seeded, after its noise (:mod:`~privaudit.fl.privacy.clock_seed`)."""
         if self.config.rng is not NoiseRng.CLOCK_MS or not self._clock_seeds.emulated:
-            return self.inner.client_draws(training_round, sampled, epochs, config)
+            return ClientSchedules.of(self.inner).client_draws(training_round, sampled, epochs, config)
         planned = self._clock_seeds.plan(training_round, sampled)
         like = self.context.initial_state
         drawn: dict[int, tuple[int, Any]] = {}
@@ -277,7 +285,7 @@ def objective_round_epsilon(alpha: float, u1: float, u2: float, mu: float, num_e
     return (2 * alpha * u1 * mu + 2.8 * u2) / (num_examples * mu)
 
 
-class ObjectivePerturbation(AlgorithmWrapper):
+class ObjectivePerturbation(AlgorithmWrapper, NeighbouringRelation, ClientSchedules):
     """Add ⟨n, ω⟩ to each training client's local objective (Thm 6.3's mechanism)."""
 
     mechanism_name = "objective-perturbation"
@@ -305,7 +313,7 @@ class ObjectivePerturbation(AlgorithmWrapper):
         generator at the start of ``update_weights`` — each client's straggler draw and shuffles follow its own noise
         draws under that seed (:mod:`~privaudit.fl.privacy.clock_seed`)."""
         if self.config.rng is not NoiseRng.CLOCK_MS or not self._clock_seeds.emulated:
-            return self.inner.client_draws(training_round, sampled, epochs, config)
+            return ClientSchedules.of(self.inner).client_draws(training_round, sampled, epochs, config)
         planned = self._clock_seeds.plan(training_round, sampled)
         trainable = {n: self.context.initial_state[n] for n in self.context.trainable}
         feature_len = math.prod(self.context.input_shape) if self.config.noise_law is ObjectiveNoiseLaw.REFERENCE else None
@@ -348,8 +356,6 @@ class ObjectivePerturbation(AlgorithmWrapper):
         return replace(result, events=(*result.events, event))
 
     def _event(self, client: ClientContext, mu: float, dimension: int, info: dict, unprivatised: Sequence[str]) -> PrivacyEvent:
-        from privaudit.fl.engine.glm import glm_feature_norms
-
         cfg, size = self.config, client.num_examples
         checks: list[tuple[bool, str]] = []
         checks.append((mu > 0, f"μ > 0 (proximal coefficient μ = {mu:g})"))
@@ -406,8 +412,9 @@ class NoPrivacy(AlgorithmWrapper):
     "no DP guarantee (ε = ∞)" — never ε = 0.
 
     Releases that already carry events (FedReg's and FedCurv's own no-guarantee events) are left alone, as are
-    algorithms that keep their own privacy accounting (``accounts_own_privacy``, e.g. PFA, whose public clients
-    release by design). Name and description are the inner algorithm's: nothing else changes.
+    algorithms that keep their own privacy accounting (:class:`~privaudit.fl.engine.capabilities.OwnPrivacyAccounting`,
+    e.g. PFA, whose public clients release by design). Name and description are the inner algorithm's: nothing else
+    changes.
     """
 
     def __init__(self, inner: Algorithm) -> None:
@@ -419,7 +426,7 @@ class NoPrivacy(AlgorithmWrapper):
 
     def finish(self, global_state: State, client: ClientContext, outcome) -> ClientResult:
         result = self.inner.finish(global_state, client, outcome)
-        if result.events or self.inner.accounts_own_privacy:
+        if result.events or self.inner.capability(OwnPrivacyAccounting) is not None:
             return result
         event = PrivacyEvent.no_guarantee(client.client_id, client.round,
                                           f"{self.inner.name} releases the client's update without noise (--privacy none)")

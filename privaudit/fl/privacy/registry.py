@@ -14,10 +14,14 @@ One vocabulary for ``--privacy`` on every algorithm that it makes sense for:
   paper|reference] [--noise-rng ...] [--objective-solver sgd|exact] [--grad-tol 1e-6]`` (Upcycled-FL Thm 6.2/6.3).
 
 Defaults are the paper's behaviour; the reference code's is the named alternative (architecture "faithfulness
-switches"). A combination that makes no sense is refused here, before any data is loaded, from what the
-algorithm declares: ``dp_sgd_compatible`` (its local step has a DP-SGD form) and ``server_dp_compatible`` with
-``server_dp_reason`` (its server step is post-processing of the clients' mean update, so ``cdp``/``ddp`` may
-privatise that update; an algorithm that declares nothing is refused).
+switches"). A combination that makes no sense is refused here, before any data is loaded, from the capabilities the
+algorithm declares (:mod:`privaudit.fl.engine.capabilities`): :class:`~privaudit.fl.engine.capabilities.LocalStepForm`
+(its local step has a DP-SGD form, or takes full batches) and :class:`~privaudit.fl.engine.capabilities.ServerStepForm`
+(its server step is post-processing of the clients' mean update, so ``cdp``/``ddp`` may privatise that update; an
+algorithm that declares nothing is refused).
+
+The privatizer modules import torch; this one does not (the CLI builds its flags from it at start-up), so each
+builder imports its privatizer's module when it is called.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.engine.capabilities import LocalStepForm, ServerStepForm
 from privaudit.fl.engine.options import Option, reject_unused, take_options
 
 CLIP = Option("clip", float, "clipping norm: τ of the released local model (output perturbation), per-example C (dp-sgd), "
@@ -75,22 +80,24 @@ def _objective_perturbation(algorithm, alpha=None, objective_noise="paper", nois
 def _dp_sgd(algorithm, clip=None, noise=None):
     if clip is None or noise is None:
         raise InvalidParameterError("dp-sgd needs --clip C and --noise σ")
-    if not getattr(algorithm, "dp_sgd_compatible", True):
+    step = LocalStepForm.of(algorithm)
+    if not step.dp_sgd_compatible:
         raise InvalidParameterError(
             f"--privacy dp-sgd (ldp) replaces the local solver, and {algorithm.name}'s local step has no DP-SGD form (use fedavg or fedprox)"
         )
     from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig
 
     # FedSGD's clients take full-batch steps, so its DP-SGD samples every record (q = 1), one noisy step per epoch
-    sample_rate = 1.0 if getattr(algorithm, "full_batch_dp_sgd", False) else None
+    sample_rate = 1.0 if step.full_batch_dp_sgd else None
     return LocalDP(algorithm, LocalDPConfig(noise_multiplier=noise, clip_norm=clip, sample_rate=sample_rate))
 
 
 def _require_server_dp(algorithm, key: str) -> None:
     """Refuse a server-side privatizer unless ``algorithm`` declares its server step post-processing of the mean update."""
-    if algorithm.server_dp_compatible:
+    step = ServerStepForm.of(algorithm)
+    if step.server_dp_compatible:
         return
-    reason = algorithm.server_dp_reason or (
+    reason = step.server_dp_reason or (
         f"{algorithm.name} does not declare its server step post-processing of the clients' mean update (server_dp_compatible)")
     raise InvalidParameterError(f"--privacy {key} privatises the clients' mean update at the server, but {reason}")
 

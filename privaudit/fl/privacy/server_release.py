@@ -5,9 +5,10 @@ into one private aggregate — the clipped, noised mean update (McMahan, Ramage,
 *only that* to the wrapped algorithm's ``aggregate`` as a single result (:func:`private_aggregate`). The
 algorithm's server step (FedAvgM's momentum, FedYogi's adaptive step, pFedMe's β-mixing, FedDyn's h, ...) is then
 post-processing of the private release, so it costs no privacy. Parameters the server does not aggregate
-(buffers such as batch-norm statistics; what the algorithm's ``shared_names`` leaves out, such as PrivateFL's
-personal transformation) keep the global model's values.
-Which algorithms this is sound for is their declared capability ``server_dp_compatible`` (checked by
+(buffers such as batch-norm statistics; what the algorithm's :class:`~privaudit.fl.engine.capabilities.SharedParameters`
+leaves out, such as PrivateFL's personal transformation) keep the global model's values.
+Which algorithms this is sound for is their declared capability
+:class:`~privaudit.fl.engine.capabilities.ServerStepForm` (``server_dp_compatible``, checked by
 :mod:`privaudit.fl.privacy.registry`): an algorithm whose clients release anything beside their model
 (SCAFFOLD's control variates, FedCurv's Fisher diagonals) would leak it un-noised.
 
@@ -21,7 +22,7 @@ that client's result, and passes the stored release to the inner ``aggregate``.
 
 A round without any client (Poisson client sampling) may still release something (DP-FedAvg adds noise to
 an empty sum — skipping it would reveal that the round was empty). The federation's ``start_federation`` hook
-hands the wrapper the run's ledger and configuration: such a release's events go straight into that ledger,
+(:class:`~privaudit.fl.engine.capabilities.RunPlanning`, which the wrapper declares) hands the wrapper the run's ledger and configuration: such a release's events go straight into that ledger,
 and :meth:`ServerReleaseWrapper.configure` completes the mechanism's settings from the run (client sampling
 rate, number of clients). Without the hook (a wrapper driven by hand), the events ride on the next round's
 results and :meth:`ServerReleaseWrapper.pending_events` lists those not attached yet.
@@ -34,16 +35,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
-from privaudit.fl.algorithms.base import AlgorithmWrapper, ClientContext, ClientResult
+from privaudit.fl.algorithms.base import AlgorithmWrapper
+from privaudit.fl.engine.algorithm import AGGREGATE_OF_CLIENTS, ClientContext, ClientResult
+from privaudit.fl.engine.capabilities import RunPlanning, aggregated_names
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 
 if TYPE_CHECKING:
     from privaudit.fl.engine.config import FederationConfig
 
-#: ``ClientResult.info`` key of a private aggregate: how many clients it stands for (the fixed denominator of
-#: the noised mean, e.g. q·N). Server steps that need a *sum* over the round's clients (FedDyn's h) multiply by it.
-AGGREGATE_OF_CLIENTS = "aggregate_of_clients"
 #: ``client_id`` of the private aggregate handed to the inner ``aggregate`` (it is no client's release).
 AGGREGATE_ID = -1
 
@@ -54,8 +54,11 @@ def private_aggregate(state: State, clients: float) -> ClientResult:
                         info={AGGREGATE_OF_CLIENTS: float(clients)})
 
 
-class ServerReleaseWrapper(AlgorithmWrapper):
-    """Subclasses implement :meth:`release` (and may override :meth:`client_release`, :meth:`configure`)."""
+class ServerReleaseWrapper(AlgorithmWrapper, RunPlanning):
+    """Subclasses implement :meth:`release` (and may override :meth:`client_release`, :meth:`configure`).
+
+    The private aggregate's info carries :data:`~privaudit.fl.engine.algorithm.AGGREGATE_OF_CLIENTS`.
+    """
 
     def setup(self, context) -> None:
         super().setup(context)
@@ -70,9 +73,15 @@ class ServerReleaseWrapper(AlgorithmWrapper):
         """How many clients a release's mean stands for (its fixed denominator); subclasses know it."""
         return 1.0
 
+    @property
+    def aggregated_names(self) -> tuple[str, ...]:
+        """The parameters the server aggregates (after ``setup``): the wrapped algorithm's shared ones."""
+        return aggregated_names(self.inner, self.context.trainable)
+
     def start_federation(self, config: FederationConfig, ledger: PrivacyLedger) -> None:
-        """The federation's hook (after ``setup``): complete the settings from ``config`` and keep ``ledger``."""
-        super().start_federation(config, ledger)
+        """The federation's hook (after ``setup``): start the wrapped algorithm, complete the settings from ``config``
+        and keep ``ledger``."""
+        RunPlanning.of(self.inner).start_federation(config, ledger)
         self.configure(config)
         self._ledger = ledger
 

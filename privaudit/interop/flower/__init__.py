@@ -6,8 +6,8 @@
   the client mod that tells it which partition a reply came from;
 * :mod:`~privaudit.interop.flower.hosted` — privaudit's algorithms and privatizers as a Flower strategy
   (:class:`HostedStrategy`) and a ClientApp (:func:`hosted_client_app`); :func:`run_spec_in_flower` runs a
-  :class:`~privaudit.fl.engine.run.TrainSpec` in Flower's simulation engine, with the same seeds as
-  :func:`~privaudit.fl.engine.run.run_training`;
+  :class:`~privaudit.fl.run.TrainSpec` in Flower's simulation engine, with the same seeds as
+  :func:`~privaudit.fl.run.run_training`;
 * :mod:`~privaudit.interop.flower.canary` — :class:`CanaryMod`, update-space canaries inserted by a client mod, and
   :func:`run_flower_canary_audit`, the one-run audit (Steinke, Nasr & Jagielski 2023) of a Flower app re-run with the
   mod added;

@@ -44,10 +44,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from flwr.app import ArrayRecord, MessageType
 
-from privaudit.audit.workflows.checkpoint_claim import CheckpointAuditOptions
+from privaudit.audit.workflows.checkpoint_claim import CheckpointAuditOptions, checkpoint_claim
+from privaudit.audit.workflows.checkpoint_one_run import OneRunAudit, bound_one_run
 from privaudit.checks import integer_at_least
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.canaries.gradients import make_gradient_canaries
+from privaudit.fl.engine import params as P
+from privaudit.fl.engine.checkpoint import TrainedFederation
+from privaudit.interop.flower.simulation import FlowerApp
 
 THREAT_MODEL = ("update-space canaries: an adversarial update of L2 norm C added by a Flower client mod to one client's "
                 "model before the privatizer, every global model observed (Nasr et al. 2023 threat model)")
@@ -86,8 +92,6 @@ class CanaryMod:
 
     def canaries(self, dimension: int):
         """The :class:`~privaudit.fl.canaries.gradients.GradientCanaries` for a model of ``dimension`` float scalars."""
-        from privaudit.fl.canaries.gradients import make_gradient_canaries
-
         if self.magnitude is None:
             raise InvalidParameterError("the canary mod has no magnitude C: give magnitude= or call configure(C)")
         if dimension not in self._drawn:
@@ -103,10 +107,6 @@ class CanaryMod:
         return self._drawn[dimension]
 
     def __call__(self, message, context, call_next):
-        from flwr.app import ArrayRecord, MessageType
-
-        from privaudit.fl.engine import params as P
-
         reply = call_next(message, context)
         if message.metadata.message_type.split(".")[0] != MessageType.TRAIN or reply.has_error():
             return reply
@@ -149,8 +149,6 @@ def canary_scores(checkpoint: Path, mod: CanaryMod) -> tuple[np.ndarray, np.ndar
     s_j sums over every round (module docstring): the rounds the client was sampled in are returned for the report
     only and never enter a score.
     """
-    from privaudit.fl.engine.checkpoint import TrainedFederation
-
     federation = TrainedFederation(checkpoint)
     rounds = [int(m["round"]) for m in federation.manifest["metrics"] if mod.client in (m.get("clients") or [])]
     first = flatten_floats(federation.global_state(0))
@@ -169,18 +167,15 @@ def run_flower_canary_audit(build: Callable[[Path, Sequence], Any], out: str | P
     :class:`~privaudit.interop.flower.tap.AuditTap` as ``tap``) with ``mods`` appended to its ClientApp's mods and
     its tap recording into ``out``. Returns a :class:`~privaudit.audit.workflows.checkpoint_one_run.OneRunAudit`.
     """
-    from privaudit.audit.workflows.checkpoint_claim import checkpoint_claim
-    from privaudit.audit.workflows.checkpoint_one_run import OneRunAudit, bound_one_run
-
     if not isinstance(options, FlowerCanaryOptions):
         raise InvalidParameterError("run_flower_canary_audit needs FlowerCanaryOptions")
     started = time.perf_counter()
     out = Path(out)
     mod = CanaryMod(options.canaries, client=options.client, seed=options.seed)
     app = build(out, [mod])
-    tap = getattr(app, "tap", None)
-    if tap is None:
+    if not isinstance(app, FlowerApp) or app.tap is None:
         raise InvalidParameterError("the app's build function must return a FlowerApp whose tap (AuditTap) records the run")
+    tap = app.tap
     if app.num_supernodes <= options.client:
         raise InvalidParameterError(f"canary client {options.client} is not one of the app's {app.num_supernodes} nodes")
     magnitude = options.magnitude if options.magnitude is not None else (tap.dp.clipping_norm if tap.dp is not None else None)

@@ -1,18 +1,20 @@
 """privaudit's algorithms and server-side privatizers hosted in Flower: a strategy for the server, a ClientApp for the clients.
 
-The split follows privaudit's round (:mod:`privaudit.fl.algorithms.base`)::
+The strategy drives the engine's own :class:`~privaudit.fl.engine.round_loop.Federation` — the one round loop —
+and the ClientApps train between its steps::
 
-    server (HostedStrategy.configure_train)   S ← sample clients (the engine's seeded stream), objective_i, E_i
+    server (HostedStrategy.__init__)          federation.start()
+    server (HostedStrategy.configure_train)   plan ← federation.plan_round(r): S, E_i, objective_i (nothing trained)
     client (hosted_client_app, one node each) outcome_i ← local training of objective_i from ω̄ on its own partition
-    server (HostedStrategy.aggregate_train)   result_i ← algorithm.finish(ω̄, i, outcome_i); ledger ← events;
-                                              ω̄ ← algorithm.aggregate(r, ω̄, results)  — or server_update (no client)
+    server (HostedStrategy.aggregate_train)   federation.complete_round(plan, outcomes): finish, ledger ← events,
+                                              aggregate (or server_update); after the last round federation.finish()
 
-Every piece is privaudit's own, called as :func:`privaudit.fl.engine.round_loop.run_federation` calls it: the same
+Every piece is privaudit's own, exactly as :func:`privaudit.fl.engine.round_loop.run_federation` runs it: the same
 :class:`~privaudit.fl.engine.seeding.SeedTree` streams (client sampling and stragglers keyed by the training round,
 mini-batch order by (training round, client)), the sequential trainer
 (:meth:`~privaudit.fl.engine.trainer.ClientTrainer.train_one`) in each ClientApp, the algorithm's ``finish`` and
 ``aggregate`` (and the privatizer wrapped around them) in the strategy, the same evaluation and round metrics. So a
-spec run here and by :func:`~privaudit.fl.engine.run.run_training` with ``execution="sequential"`` gives the same
+spec run here and by :func:`~privaudit.fl.run.run_training` with ``execution="sequential"`` gives the same
 ledger and the same models up to floating-point summation order (Flower carries the float32 weights exactly; a ClientApp
 trains with one torch thread, the engine with several: ``benchmarks/bench_flower.py`` measures ≤ 2e-7); with the
 engine's batched trainer they agree up to summation order too.
@@ -34,14 +36,35 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
+import flwr
 import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import Strategy
 
+from attacks.membership.target import load_training_data, train_spec_from_dict
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.algorithms.registry import UPCYCLED_PREFIX
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext
+from privaudit.fl.engine.checkpoint import CheckpointWriter
+from privaudit.fl.engine.config import FederationConfig
+from privaudit.fl.engine.local_solver import LocalOutcome, LocalTask, Trainer
+from privaudit.fl.engine.round_loop import Federation, FederationResult, RoundPlan
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.engine.trainer import ClientTrainer
+from privaudit.fl.run import (
+    ManifestSections,
+    TrainSpec,
+    build_algorithm,
+    training_model,
+    with_algorithm_defaults,
+)
+from privaudit.interop.flower.simulation import run_simulation
+from privaudit.models import default_model_for
 
 #: Base algorithms whose client step depends only on the global model and the client's data.
 HOSTED_ALGORITHMS = ("fedavg", "fedprox", "fedavgm", "fedyogi", "fedsgd")
@@ -51,12 +74,12 @@ HOSTED_PRIVACY = ("none", "cdp")
 CONFIG = "privaudit"
 ARRAYS = "arrays"
 METRICS = "metrics"
+#: How a hosted federation's clients train (the checkpoint manifest's ``model.execution``).
+EXECUTION = "flower: sequential trainer in each ClientApp"
 
 
 def check_hosted(spec: TrainSpec) -> None:
     """Refuse, with the reason, a spec whose algorithm or privacy Flower cannot host as privaudit runs it."""
-    from privaudit.fl.algorithms.registry import UPCYCLED_PREFIX
-
     base = spec.algorithm.removeprefix(UPCYCLED_PREFIX)
     if base not in HOSTED_ALGORITHMS:
         raise InvalidParameterError(
@@ -74,20 +97,10 @@ def spec_to_json(spec: TrainSpec) -> str:
 
 
 def spec_from_json(text: str) -> TrainSpec:
-    from attacks.membership.target import train_spec_from_dict
-
     return train_spec_from_dict(json.loads(text))
 
 
-def _load_dataset(spec: TrainSpec):
-    from attacks.membership.target import load_training_data
-
-    return load_training_data(spec)
-
-
 def to_arrays(state) -> Any:
-    from flwr.app import ArrayRecord
-
     return ArrayRecord({k: v.detach().cpu().contiguous() for k, v in state.items()})
 
 
@@ -99,81 +112,71 @@ def from_arrays(arrays, like) -> dict[str, torch.Tensor]:
     return {k: got[k].to(like[k].dtype).reshape(like[k].shape) for k in like}
 
 
+class _InClientAppsTrainer(ClientTrainer):
+    """The federation's trainer when its clients train in Flower's ClientApps: the sequential trainer each node runs
+    (the server side only sets algorithms up with it and names how clients trained)."""
+
+    @property
+    def mode(self) -> str:
+        return EXECUTION
+
+
+class InClientApps:
+    """The :class:`~privaudit.fl.engine.round_loop.TrainerSource` of a hosted federation: clients train in the ClientApps
+    (one sequential trainer per node, one torch thread), so the run records no hardware of this process."""
+
+    def build(self, module, dataset, config: FederationConfig, seeds: SeedTree) -> tuple[Trainer, dict[str, Any]]:
+        trainer = _InClientAppsTrainer(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds)
+        return trainer, {}
+
+
+def hosted_federation(spec: TrainSpec, dataset=None, observers=()) -> Federation:
+    """The engine's federation of ``spec`` (defaults completed, checked hostable), its clients in the ClientApps."""
+    spec = with_algorithm_defaults(spec)
+    check_hosted(spec)
+    algorithm = build_algorithm(spec)
+    dataset = load_training_data(spec) if dataset is None else dataset
+    model = training_model(algorithm, spec.model or default_model_for(dataset), dataset, spec.seed)
+    return Federation(dataset, model, algorithm, spec.federation_config(), observers=observers, trainers=InClientApps())
+
+
 # -- the server ------------------------------------------------------------------------------------------
-@dataclass
-class _Round:
-    started: float
-    trains: bool
-    contexts: list = field(default_factory=list)
-
-
 class HostedStrategy(Strategy):
-    """A privaudit :class:`~privaudit.fl.engine.run.TrainSpec` as a Flower strategy (see the module docstring).
+    """A privaudit :class:`~privaudit.fl.run.TrainSpec` as a Flower strategy (see the module docstring).
 
     ``observers`` are the engine's :class:`~privaudit.fl.engine.round_loop.RoundObserver` values (the checkpoint
-    writer among them) and see the run as they see an engine run. After the last round :attr:`result` holds the
-    :class:`~privaudit.fl.engine.round_loop.FederationResult`.
+    writer among them) and see the run as they see an engine run, from its start (in the constructor). After the last
+    round :attr:`result` holds the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
     """
 
     def __init__(self, spec: TrainSpec, *, dataset=None, observers=(), timeout: float = 3600.0) -> None:
-        from privaudit.fl.engine.params import model_state
-        from privaudit.fl.engine.round_loop import RunInfo, _build_model, input_bounds
-        from privaudit.fl.engine.run import build_algorithm, training_model, with_algorithm_defaults
-        from privaudit.fl.engine.seeding import SEED_SCHEME, SeedTree
-        from privaudit.fl.engine.trainer import ClientTrainer
-        from privaudit.models import default_model_for
-
-        spec = with_algorithm_defaults(spec)
-        check_hosted(spec)
-        self.spec = spec
-        self.config = spec.federation_config()
-        self.algorithm = build_algorithm(spec)
-        self.dataset = _load_dataset(spec) if dataset is None else dataset
-        self.seeds = SeedTree(self.config.seed)
-        name = spec.model or default_model_for(self.dataset)
-        module, self.model_name = _build_model(training_model(self.algorithm, name, self.dataset, spec.seed), self.dataset, self.seeds)
-        module.train()
-        self.module = module
-        self.state = model_state(module)
+        self.federation = hosted_federation(spec, dataset, observers)
+        self.spec = with_algorithm_defaults(spec)
         self.timeout = float(timeout)
-        self.observers = list(observers)
-        from privaudit.accounting.ledger import PrivacyLedger
-        from privaudit.fl.algorithms.base import SetupContext
-        from privaudit.fl.engine.evaluation import Evaluator
-
-        trainer = ClientTrainer(module, self.dataset.input_shape, self.dataset.num_classes, self.config.local,
-                                self.config.execution, self.seeds)
-        self.algorithm.setup(SetupContext(
-            model=module, initial_state={k: v.clone() for k, v in self.state.items()},
-            trainable=tuple(n for n, p in module.named_parameters() if p.requires_grad),
-            input_shape=tuple(self.dataset.input_shape), num_clients=self.dataset.num_clients,
-            client_sizes=tuple(int(n) for n in self.dataset.client_sizes), local_lr=self.config.local.lr,
-            local_momentum=self.config.local.momentum, seeds=self.seeds, trainer=trainer,
-            input_bounds=input_bounds(self.dataset)))
-        self.evaluator = Evaluator(module, self.dataset, train_loss=self.config.eval_train_loss)
-        self.ledger = PrivacyLedger(neighbouring=self.algorithm.neighbouring)
-        self.algorithm.start_federation(self.config, self.ledger)
-        self.info = RunInfo(config=self.config, algorithm=self.algorithm.describe(), dataset=self.dataset.describe(),
-                            model_name=self.model_name, model=module,
-                            initial_state={k: v.clone() for k, v in self.state.items()},
-                            execution_mode="flower: sequential trainer in each ClientApp",
-                            seeds={"seed": self.config.seed, "scheme": SEED_SCHEME})
-        self.history: list = []
-        self.result = None
+        self.result: FederationResult | None = None
         self._nodes: dict[int, int] | None = None
-        self._training_round = 0
-        self._round: _Round | None = None
-        self._started = time.perf_counter()
-        self._spec_json = spec_to_json(spec)
+        self._plan: RoundPlan | None = None
+        self._spec_json = spec_to_json(self.spec)
+        self.federation.start()
+
+    @property
+    def algorithm(self) -> Algorithm:
+        return self.federation.algorithm
+
+    @property
+    def dataset(self):
+        return self.federation.dataset
+
+    @property
+    def config(self) -> FederationConfig:
+        return self.federation.config
 
     # -- helpers ---------------------------------------------------------------------------------
     def initial_arrays(self):
-        return to_arrays(self.state)
+        return to_arrays(self.federation.state)
 
     def _discover(self, grid) -> dict[int, int]:
         """partition id → node id, asked of every node once (a ``query`` message)."""
-        from flwr.app import ConfigRecord, Message, MessageType, RecordDict
-
         node_ids = wait_for_nodes(grid, self.dataset.num_clients, self.timeout)
         if len(node_ids) != self.dataset.num_clients:
             raise InvalidParameterError(f"the Flower federation has {len(node_ids)} nodes, the spec's dataset "
@@ -195,96 +198,48 @@ class HostedStrategy(Strategy):
 
     # -- Flower's strategy interface -------------------------------------------------------------------
     def configure_train(self, server_round, arrays, config, grid):
-        from flwr.app import ConfigRecord, Message, MessageType, RecordDict
-
-        from privaudit.fl.algorithms.base import ClientContext
-        from privaudit.fl.engine.sampling import local_epochs, sample_clients
-
         if self._nodes is None:
             self._nodes = self._discover(grid)
-        round_ = int(server_round)
-        trains = self.algorithm.trains_clients(round_)
-        self._round = _Round(time.perf_counter(), trains)
-        for observer in self.observers:
-            observer.on_round_start(round_, trains)
-        if not trains:
+        plan = self._plan = self.federation.plan_round(int(server_round))
+        if not plan.trains:
             return []
-        self._training_round += 1
-        tr = self._training_round
-        rng = self.seeds.numpy("sampling", tr)
-        chosen = self.algorithm.select_clients(tr, rng)
-        if chosen is not None:
-            sampled = sorted(int(c) for c in chosen)
-        else:
-            sampled = [int(c) for c in sample_clients(self.dataset.num_clients, self.config.clients_per_round, self.config.sampling, rng)]
-        epochs = [int(e) for e in local_epochs(len(sampled), self.config.local.epochs, self.config.stragglers,
-                                               self.seeds.numpy("stragglers", tr))]
-        client_draws = getattr(self.algorithm, "client_draws", None)  # the engine's hook (clock-seeded privatizers)
-        if client_draws is not None and client_draws(tr, sampled, epochs, self.config) is not None:
+        if plan.own_draws:  # the reference code's clock-seeded privatizers draw epochs and shuffles themselves
             raise InvalidParameterError(f"{self.algorithm.name} draws its clients' epochs and mini-batches itself, which "
                                         "the hosted ClientApp does not reproduce")
-        contexts = [ClientContext(round_, tr, cid, self.dataset.clients[cid], ep, self.seeds) for cid, ep in zip(sampled, epochs, strict=True)]
-        for context in contexts:  # what the server knows of each client's objective (wrappers count the round's clients)
-            self.algorithm.local_objective(self.state, context)
-        self._round.contexts = contexts
         messages = []
-        for context in contexts:
-            record = ConfigRecord({"spec": self._spec_json, "client-id": context.client_id, "round": round_,
-                                   "training-round": tr, "epochs": context.epochs})
-            messages.append(Message(RecordDict({ARRAYS: to_arrays(self.state), CONFIG: record}),
+        for context in plan.contexts:
+            record = ConfigRecord({"spec": self._spec_json, "client-id": context.client_id, "round": plan.round,
+                                   "training-round": plan.training_round, "epochs": context.epochs})
+            messages.append(Message(RecordDict({ARRAYS: to_arrays(plan.global_state), CONFIG: record}),
                                     dst_node_id=self._nodes[context.client_id], message_type=MessageType.TRAIN))
         return messages
 
     def aggregate_train(self, server_round, replies):
-        from flwr.app import MetricRecord
-
-        from privaudit.fl.engine.round_loop import _round_metrics
-        from privaudit.fl.engine.trainer import LocalOutcome
-
         round_ = int(server_round)
-        current = self._round
-        if current is None:
+        plan = self._plan
+        if plan is None or plan.round != round_:
             raise InvalidParameterError(f"round {round_} was aggregated before it was configured")
-        results = []
-        if current.trains:
-            outcomes: dict[int, LocalOutcome] = {}
-            for reply in replies:
-                _raise_on_error(reply)
-                meta = reply.content[CONFIG]
-                cid = int(meta["client-id"])
-                outcomes[cid] = LocalOutcome(cid, from_arrays(reply.content[ARRAYS], self.state), steps=int(meta["steps"]),
-                                             epochs=int(meta["epochs"]), mean_loss=float(meta["mean-loss"]))
-            missing = [c.client_id for c in current.contexts if c.client_id not in outcomes]
-            if missing:
-                raise InvalidParameterError(f"round {round_}: no reply from client(s) {missing} (node failed or timed out)")
-            results = [self.algorithm.finish(self.state, c, outcomes[c.client_id]) for c in current.contexts]
-            for result in results:
-                self.ledger.record_all(result.events)
-            self.state = self.algorithm.aggregate(round_, self.state, results)
-        else:
-            self.state = self.algorithm.server_update(round_, self.state)
-        sampled = [c.client_id for c in current.contexts]
-        epochs = [c.epochs for c in current.contexts]
-        metrics = _round_metrics(round_, current.trains, sampled, epochs, self.config, results, self.evaluator, self.algorithm,
-                                 self.state, current.started)
-        self.history.append(metrics)
-        for observer in self.observers:
-            observer.on_round_end(round_, self.state, results, metrics)
+        outcomes = self._outcomes(plan, replies) if plan.trains else []
+        metrics = self.federation.complete_round(plan, outcomes)
         if round_ == self.config.rounds:
-            self._finish()
+            self.result = self.federation.finish()
         reported = {k: float(v) for k, v in (("train-loss", metrics.train_loss), ("test-accuracy", metrics.test_accuracy))
                     if v is not None}
-        return to_arrays(self.state), MetricRecord(reported)
+        return to_arrays(self.federation.state), MetricRecord(reported)
 
-    def _finish(self) -> None:
-        from privaudit.fl.engine.round_loop import FederationResult
-
-        self.result = FederationResult(state=self.state, history=self.history, ledger=self.ledger, info=self.info,
-                                       seconds=time.perf_counter() - self._started,
-                                       personal_states=self.algorithm.personal_states(), algorithm=self.algorithm)
-        self.algorithm.end_federation(self.result)
-        for observer in self.observers:
-            observer.on_end(self.result)
+    def _outcomes(self, plan: RoundPlan, replies) -> list[LocalOutcome]:
+        """The sampled clients' local training outcomes from their replies, in the plan's client order."""
+        outcomes: dict[int, LocalOutcome] = {}
+        for reply in replies:
+            _raise_on_error(reply)
+            meta = reply.content[CONFIG]
+            cid = int(meta["client-id"])
+            outcomes[cid] = LocalOutcome(cid, from_arrays(reply.content[ARRAYS], plan.global_state), steps=int(meta["steps"]),
+                                         epochs=int(meta["epochs"]), mean_loss=float(meta["mean-loss"]))
+        missing = [c.client_id for c in plan.contexts if c.client_id not in outcomes]
+        if missing:
+            raise InvalidParameterError(f"round {plan.round}: no reply from client(s) {missing} (node failed or timed out)")
+        return [outcomes[c.client_id] for c in plan.contexts]
 
     def configure_evaluate(self, server_round, arrays, config, grid):
         return []  # the global model is evaluated at the server, on the pooled test set, as the engine does
@@ -315,9 +270,9 @@ class _Worker:
     """One node's privaudit side, built once per spec in each process that runs ClientApps."""
 
     dataset: Any
-    algorithm: Any
-    trainer: Any
-    seeds: Any
+    algorithm: Algorithm
+    trainer: Trainer
+    seeds: SeedTree
     like: dict
 
 
@@ -325,33 +280,13 @@ _WORKERS: dict[str, _Worker] = {}
 
 
 def _worker(spec_json: str) -> _Worker:
+    """The spec's federation set up as the server's is (same model, algorithm and trainer), without starting it."""
     worker = _WORKERS.get(spec_json)
-    if worker is not None:
-        return worker
-    from privaudit.fl.algorithms.base import SetupContext
-    from privaudit.fl.engine.params import model_state
-    from privaudit.fl.engine.round_loop import _build_model, input_bounds
-    from privaudit.fl.engine.run import build_algorithm, training_model
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.fl.engine.trainer import ClientTrainer
-    from privaudit.models import default_model_for
-
-    spec = spec_from_json(spec_json)
-    config = spec.federation_config()
-    dataset = _load_dataset(spec)
-    algorithm = build_algorithm(spec)
-    seeds = SeedTree(config.seed)
-    module, _ = _build_model(training_model(algorithm, spec.model or default_model_for(dataset), dataset, spec.seed), dataset, seeds)
-    module.train()
-    trainer = ClientTrainer(module, dataset.input_shape, dataset.num_classes, config.local, config.execution, seeds)
-    state = model_state(module)
-    algorithm.setup(SetupContext(
-        model=module, initial_state=state, trainable=tuple(n for n, p in module.named_parameters() if p.requires_grad),
-        input_shape=tuple(dataset.input_shape), num_clients=dataset.num_clients,
-        client_sizes=tuple(int(n) for n in dataset.client_sizes), local_lr=config.local.lr,
-        local_momentum=config.local.momentum, seeds=seeds, trainer=trainer, input_bounds=input_bounds(dataset)))
-    worker = _Worker(dataset, algorithm, trainer, seeds, state)
-    _WORKERS[spec_json] = worker
+    if worker is None:
+        federation = hosted_federation(spec_from_json(spec_json))
+        federation.set_up()
+        worker = _WORKERS[spec_json] = _Worker(federation.dataset, federation.algorithm, federation.trainer,
+                                               federation.seeds, federation.state)
     return worker
 
 
@@ -365,11 +300,6 @@ def _partition_id(context) -> int:
 
 def train_client(message, context):
     """The ClientApp's train handler: local training of this node's own client from the global model sent."""
-    from flwr.app import ConfigRecord, Message, RecordDict
-
-    from privaudit.fl.algorithms.base import ClientContext
-    from privaudit.fl.engine.trainer import LocalTask
-
     meta = message.content[CONFIG]
     cid = int(meta["client-id"])
     own = _partition_id(context)
@@ -389,15 +319,11 @@ def train_client(message, context):
 
 def answer_query(message, context):
     """The ClientApp's query handler: this node's partition id."""
-    from flwr.app import ConfigRecord, Message, RecordDict
-
     return Message(RecordDict({CONFIG: ConfigRecord({"partition-id": _partition_id(context)})}), reply_to=message)
 
 
 def hosted_client_app(mods=()):
     """The ClientApp of :class:`HostedStrategy` (``mods``: Flower client mods, e.g. a canary mod)."""
-    from flwr.clientapp import ClientApp
-
     app = ClientApp(mods=list(mods))
     app.train()(train_client)
     app.query()(answer_query)
@@ -410,32 +336,18 @@ def run_spec_in_flower(spec: TrainSpec, out=None, *, dataset=None, save_client_u
     """Run ``spec`` in Flower's simulation engine (one node per client) and return its FederationResult.
 
     ``out`` writes the engine's checkpoint (manifest with the spec, ``"flower"`` section), as
-    :func:`~privaudit.fl.engine.run.run_training` does, so every privaudit command reads it.
+    :func:`~privaudit.fl.run.run_training` does, so every privaudit command reads it.
     """
-    import flwr
-
-    from privaudit.fl.engine.checkpoint import CheckpointWriter
-    from privaudit.fl.engine.run import _ManifestSections, with_algorithm_defaults
-    from privaudit.interop.flower.simulation import run_simulation
-
     spec = with_algorithm_defaults(spec)
     check_hosted(spec)
     observers: list = []
-    writer = None
     if out is not None:
         flower = {"version": flwr.__version__, "hosted": True, "engine": "flwr.simulation (Ray backend)"}
         writer = CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite,
                                   extra={"train_spec": spec.to_dict(), "flower": flower, **(extra or {})})
         writer.prepare()  # a bad --out is refused before Ray starts
-    strategy = HostedStrategy(spec, dataset=dataset)
-    if writer is not None:
-        observers += [_ManifestSections(writer, strategy.algorithm), writer]
-    strategy.observers = observers
-    for observer in observers:
-        observer.on_start(strategy.info)
-
-    from flwr.serverapp import ServerApp
-
+        observers += [ManifestSections(writer), writer]
+    strategy = HostedStrategy(spec, dataset=dataset, observers=observers)
     server_app = ServerApp()
 
     @server_app.main()
@@ -445,4 +357,4 @@ def run_spec_in_flower(spec: TrainSpec, out=None, *, dataset=None, save_client_u
     run_simulation(server_app, hosted_client_app(), strategy.dataset.num_clients, backend_config=backend_config, quiet=quiet)
     if strategy.result is None:
         raise InvalidParameterError("the Flower run ended before its last round")
-    return replace(strategy.result, info=replace(strategy.result.info, execution_mode=strategy.info.execution_mode))
+    return strategy.result

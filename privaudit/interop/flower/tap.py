@@ -55,12 +55,21 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from flwr.app import ArrayRecord, ConfigRecord, MessageType
-from flwr.serverapp.strategy import Strategy
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideAdaptiveClipping,
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAvg,
+    Strategy,
+)
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import InvalidParameterError
+from privaudit.interop.recorder import FederationRecorder
+from privaudit.interop.releases import NoDP
 
 #: The ConfigRecord :func:`tap_mod` adds to a train reply.
 TAP_RECORD = "privaudit-tap"
@@ -111,23 +120,15 @@ def flower_dp_settings(strategy) -> FlowerDP | None:
     Refuses the adaptive-clipping wrappers (their clip norm moves with a noised quantile estimate, which the tap does
     not record yet) and a chain with two DP wrappers.
     """
-    from flwr.serverapp.strategy import (
-        DifferentialPrivacyClientSideAdaptiveClipping,
-        DifferentialPrivacyClientSideFixedClipping,
-        DifferentialPrivacyServerSideAdaptiveClipping,
-        DifferentialPrivacyServerSideFixedClipping,
-        FedAvg,
-    )
-
     found: list[FlowerDP] = []
     for layer in _chain(strategy):
         if isinstance(layer, DifferentialPrivacyServerSideAdaptiveClipping | DifferentialPrivacyClientSideAdaptiveClipping):
             raise InvalidParameterError(f"AuditTap records Flower's fixed-clipping DP wrappers; {type(layer).__name__} "
                                         "(adaptive clipping) is not supported yet")
         if isinstance(layer, DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping):
-            inner = getattr(layer, "strategy", None)
-            method = getattr(type(inner), "aggregate_train", None)
-            owner = getattr(method, "__qualname__", type(inner).__name__).split(".")[0]
+            inner = layer.strategy  # Flower's DP wrappers hold the strategy they wrap
+            method = type(inner).aggregate_train  # Strategy declares it
+            owner = method.__qualname__.split(".")[0]
             found.append(FlowerDP(type(layer).__name__, float(layer.noise_multiplier), float(layer.clipping_norm),
                                   int(layer.num_sampled_clients), aggregator=owner,
                                   mean_aggregation=isinstance(inner, FedAvg) and method is FedAvg.aggregate_train))
@@ -139,10 +140,10 @@ def flower_dp_settings(strategy) -> FlowerDP | None:
 def flower_privacy_spent(strategy) -> tuple[str, Any, Any] | None:
     """(wrapper name, Flower's ``PrivacySpent``, its accountant) when a DP wrapper in the chain runs Flower's own
     accountant."""
-    for layer in _chain(strategy):
-        spent = getattr(layer, "privacy_spent", None)
-        if callable(spent) and getattr(layer, "accountant", None) is not None:
-            return type(layer).__name__, spent(), layer.accountant
+    for layer in _chain(strategy):  # the fixed-clipping wrappers (the tap refuses the others) hold an optional accountant
+        if (isinstance(layer, DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping)
+                and layer.accountant is not None):
+            return type(layer).__name__, layer.privacy_spent(), layer.accountant
     return None
 
 
@@ -280,8 +281,6 @@ class AuditTap(Strategy):
     """Wraps any Flower strategy and records its run through ``recorder`` (see the module docstring)."""
 
     def __init__(self, strategy: Strategy, *, recorder, record_client_updates: bool = False) -> None:
-        from privaudit.interop.recorder import FederationRecorder
-
         if not isinstance(strategy, Strategy):
             raise InvalidParameterError(f"AuditTap wraps a Flower strategy (flwr.serverapp.strategy.Strategy), got {type(strategy).__name__}")
         if not isinstance(recorder, FederationRecorder):
@@ -339,8 +338,6 @@ class AuditTap(Strategy):
                                    replied=len(ok), weights=weights, largest_norm=largest)
             events = [] if event is None else [event]
         elif released and partitions:
-            from privaudit.interop.recorder import NoDP
-
             events = [NoDP(sorted(partitions), "Flower strategy without a DP wrapper: the update entered the global model "
                                                "without calibrated noise")]
         self._pending = {"round": int(server_round), "global": _state_of(self._global), "releases": releases or None,

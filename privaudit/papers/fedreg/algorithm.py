@@ -48,8 +48,10 @@ from torch.func import functional_call
 
 from privaudit.accounting.ledger import PrivacyEvent
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext, ClientResult
 from privaudit.fl.algorithms.fedavg import FedAvg
+from privaudit.fl.engine.algorithm import ClientContext, ClientResult
+from privaudit.fl.engine.capabilities import LocalStepForm
+from privaudit.fl.engine.local_solver import ClientSolver
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import seeded_torch_global
@@ -62,7 +64,8 @@ from privaudit.papers.fedreg.local_step import (
 )
 
 if TYPE_CHECKING:
-    from privaudit.fl.engine.trainer import ClientTrainer, LocalOutcome, LocalTask
+    from privaudit.fl.engine.local_solver import LocalOutcome, LocalTask
+    from privaudit.fl.engine.trainer import ClientTrainer
 
 FGSM_CLAMPS = ("data-range", "none")
 #: Examples per FGSM chunk when generating a client's pseudo data.
@@ -117,7 +120,7 @@ class FedRegConfig:
         return out
 
 
-class FedRegSolver:
+class FedRegSolver(ClientSolver):
     """A client's whole FedReg round (run by ``ClientTrainer.train_one`` through ``train_client``)."""
 
     kind = "fedreg"
@@ -148,7 +151,7 @@ class FedRegSolver:
         return torch.cat(xs), torch.cat(ys), torch.cat(xp)
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.engine.trainer import LocalOutcome
+        from privaudit.fl.engine.local_solver import LocalOutcome
 
         cfg = self.config
         model, names = trainer.model, list(trainer.names)
@@ -243,7 +246,7 @@ def no_guarantee_event(client: ClientContext, algorithm: str, reason: str) -> Pr
     return PrivacyEvent.no_guarantee(str(client.client_id), client.round, f"{algorithm} {reason} (ε = ∞)")
 
 
-class FedReg(FedAvg):
+class FedReg(FedAvg, LocalStepForm):
     """FedReg / FedReg+MG clients (see the module docstring), FedAvg's server."""
     #: The local step is the algorithm's own, so ``--privacy dp-sgd`` (which swaps in DP-SGD) is refused.
     dp_sgd_compatible = False

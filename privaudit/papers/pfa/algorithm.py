@@ -48,20 +48,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from privaudit.accounting.ledger import PrivacyLedger
-from privaudit.accounting.mechanisms import Neighbouring
+from privaudit.accounting.mechanisms import Neighbouring, Sampling
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import (
-    Algorithm,
-    AlgorithmWrapper,
-    ClientContext,
-    ClientResult,
-    SetupContext,
-)
+from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.engine import params as P
-from privaudit.fl.engine.config import ClientSampling, FederationConfig
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.capabilities import (
+    ClientSelection,
+    ModelChoice,
+    NeighbouringRelation,
+    OwnPrivacyAccounting,
+    RunPlanning,
+    RunReport,
+)
+from privaudit.fl.engine.config import FederationConfig
+from privaudit.fl.engine.local_solver import ClientSolver
 from privaudit.fl.engine.local_training import SGD, LocalObjective
 from privaudit.fl.engine.params import State
-from privaudit.papers.pfa.budget_calibration import ClientCalibration
+from privaudit.papers.pfa.budget_calibration import ClientCalibration, LocalStepRule
 from privaudit.papers.pfa.budget_participation import BudgetedSampler, BudgetGate
 from privaudit.papers.pfa.planning import FederationPlan, plan_federation
 from privaudit.papers.pfa.public_private import split_clients
@@ -79,7 +83,7 @@ from privaudit.papers.pfa.uplink import UplinkLedger, full_update_bytes
 
 
 @dataclass(frozen=True)
-class FixedEpochs:
+class FixedEpochs(ClientSolver):
     """A solver wrapper that runs its inner solver for ``epochs`` local epochs (PFA's τ local steps).
 
     :class:`~privaudit.fl.privacy.local_dp.LocalDP` swaps DP-SGD in through :meth:`with_solver`, keeping this wrapper.
@@ -94,10 +98,7 @@ class FixedEpochs:
 
     def train_client(self, trainer, global_state: State, task, training_round: int):
         task = replace(task, epochs=self.epochs, objective=replace(task.objective, solver=self.inner))
-        custom = getattr(self.inner, "train_client", None)
-        if custom is not None:
-            return custom(trainer, global_state, task, training_round)
-        return trainer.train_one(global_state, task, training_round)
+        return trainer.train_one(global_state, task, training_round)  # the inner solver, whichever kind it is
 
 
 class FamilyRound(Algorithm):
@@ -122,7 +123,8 @@ class FamilyRound(Algorithm):
         return self.owner.server_aggregate(round, global_state, results)
 
 
-class HeterogeneousDP(Algorithm):
+class HeterogeneousDP(Algorithm, NeighbouringRelation, OwnPrivacyAccounting, ModelChoice, RunPlanning, ClientSelection,
+                      RunReport):
     """What the family shares: per-client budgets, local DP-SGD with calibrated σ_m, the budget pre-check, the
     public/private division, uplink accounting. Subclasses set :attr:`name`, :meth:`server_rule` and, for the
     baselines, :attr:`public_only`, :attr:`private` and :meth:`operating_budgets`.
@@ -135,8 +137,6 @@ class HeterogeneousDP(Algorithm):
     #: The server rule's name in the reported settings (the baselines share FedAvg-HDP's).
     rule = "fedavg-hdp"
     neighbouring = Neighbouring.ADD_REMOVE
-    #: Records its own privacy events (private clients); ``--privacy none`` adds none (public clients release by design).
-    accounts_own_privacy = True
     #: Whether clients train with local DP-SGD (NP-FedAvg: no; then sampling is uniform, without pre-check).
     private = True
     #: Whether only the public clients of a sample train (the public-only baseline: private clients spend nothing).
@@ -161,6 +161,12 @@ class HeterogeneousDP(Algorithm):
     def operating_budgets(self, preferences: list[float]) -> list[float]:
         """The budget each client's noise is calibrated for, from the clients' own budgets (default: their own)."""
         return preferences
+
+    def model_for(self, name: str):
+        """``name``, or ``name`` with the reference's Keras initialisation (``model_init="keras"``)."""
+        from privaudit.papers.pfa.model_init import model_builder
+
+        return model_builder(name, self.settings.model_init)
 
     # -- set-up --------------------------------------------------------------------------------------
     def setup(self, context: SetupContext) -> None:
@@ -188,14 +194,15 @@ class HeterogeneousDP(Algorithm):
             gate = BudgetGate(plan.calibrations, ledger)
             self.dp = self._local_dp(plan.calibrations)
             self.dp.setup(context)
-        require_public = self.server.needs_public and self.settings.projection.no_public is NoPublic.RESAMPLE
+        no_public = self.settings.projection.no_public
+        require_public = self.server.needs_public and no_public in (NoPublic.RESAMPLE, NoPublic.STOP)
         self.sampler = BudgetedSampler(context.num_clients, plan.clients_per_round, gate, self._divide,
                                        policy=self.settings.local_dp.budget_policy, require_public=require_public,
-                                       public_only=self.public_only)
+                                       public_only=self.public_only, stop_without_public=require_public and no_public is NoPublic.STOP)
         self.federation_plan = plan
 
     def _check_federation(self, config: FederationConfig) -> None:
-        if config.sampling is not ClientSampling.FIXED_SIZE:
+        if config.sampling is not Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT:
             raise InvalidParameterError("PFA samples K of M clients uniformly per round; use fixed-size client sampling")
         if config.stragglers > 0:
             raise InvalidParameterError("PFA's clients all run τ local steps; stragglers are not part of it (use --stragglers 0)")
@@ -214,6 +221,8 @@ class HeterogeneousDP(Algorithm):
             sample_rate={c.client_id: c.sample_rate for c in calibrations},
             accountant=dp.calibration.accountant or "rdp",
             assumptions=assumptions,
+            steps=({c.client_id: c.steps_per_round for c in calibrations}
+                   if self.settings.local_step_rule is LocalStepRule.EXACT else None),
         ))
 
     def _divide(self, clients: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -101,13 +101,31 @@ def poisson_steps_per_epoch(sample_rate: float) -> int:
     return max(1, math.ceil(1.0 / float(sample_rate) - 1e-9))
 
 
-def local_schedule(client_size: int, batch_size: int, local_steps: int) -> tuple[float, int, int]:
-    """(q_m, epochs E_m, steps per round E_m·⌈1/q_m⌉) realising τ = ``local_steps`` with whole Poisson epochs.
+class LocalStepRule(str, Enum):
+    """How τ local steps per round are realised."""
+
+    EPOCHS = "epochs"  # whole Poisson epochs: E_m = max(1, round(τ/⌈1/q⌉)) epochs of ⌈1/q⌉ steps (privaudit's default)
+    #: exactly τ DP-SGD steps per round, as the reference code's ``local_update`` loops ``for it in range(loc_steps)``
+    #: (Emory-AIMS/PFA@72b3f89:modules/client.py); the batches stay Poisson at q = B/|D_m| (the reference draws fixed-size
+    #: ones, audit point F3)
+    EXACT = "exact"
+
+    @classmethod
+    def parse(cls, value: str | LocalStepRule) -> LocalStepRule:
+        return parse_enum(cls, value, "local-step rule")
+
+
+def local_schedule(client_size: int, batch_size: int, local_steps: int,
+                   rule: LocalStepRule | str = LocalStepRule.EPOCHS) -> tuple[float, int, int]:
+    """(q_m, epochs E_m, steps per round) realising τ = ``local_steps``: E_m·⌈1/q_m⌉ with whole Poisson epochs, or τ.
 
     DP-SGD (:mod:`privaudit.fl.privacy.dpsgd`) runs whole epochs of ⌈1/q⌉ steps, q = B/|D_m|; E_m = max(1, round(τ/⌈1/q⌉)).
+    With ``rule="exact"`` it runs τ steps (E_m is then the epochs non-private clients run, ⌈τ/⌈1/q⌉⌉).
     """
     rate = min(1.0, batch_size / max(int(client_size), 1))
     per_epoch = poisson_steps_per_epoch(rate)
+    if LocalStepRule.parse(rule) is LocalStepRule.EXACT:
+        return rate, max(1, math.ceil(int(local_steps) / per_epoch)), int(local_steps)
     epochs = max(1, round(int(local_steps) / per_epoch))
     return rate, epochs, epochs * per_epoch
 
@@ -273,6 +291,7 @@ def plan_client_privacy(
     local_steps: int,
     delta: float,
     calibration: str | CalibrationMethod = CalibrationMethod.RDP,
+    step_rule: LocalStepRule | str = LocalStepRule.EPOCHS,
     planned: str | PlannedSteps = PlannedSteps.EXPECTED,
     accountant: str | Any = "rdp",
     realised_steps: Mapping[int, int] | None = None,
@@ -284,7 +303,7 @@ def plan_client_privacy(
     per budget). This is the claim-level view of PFA's privacy: the reference calibration's ε as a real
     accountant sees it (audit point F1).
     """
-    schedules = [local_schedule(n, batch_size, local_steps) for n in client_sizes]
+    schedules = [local_schedule(n, batch_size, local_steps, step_rule) for n in client_sizes]
     calibrations = calibrate_clients(
         epsilons, [q for q, _, _ in schedules], [s for _, _, s in schedules], delta=delta,
         clients_per_round=clients_per_round, rounds=rounds, method=calibration, planned=planned, num_clients=num_clients,

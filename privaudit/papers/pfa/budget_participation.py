@@ -15,6 +15,13 @@ sufficient privacy budget to participate in the current round") and an *update* 
   stop, and T* = K·T/M is only an expectation (audit point F2), so the stop round and the exhausted clients are
   recorded and reported.
 
+A sample without a public client (the projecting algorithms need one): with ``require_public`` the sample is
+redrawn up to :data:`RESAMPLE_TRIES` times; with ``stop_without_public`` as well, training stops for good when the
+draws held none, as the reference code does (``sample_clients`` returns an empty list, main.py breaks out of its loop).
+The reference redraws while a counter of 50 is positive and returns nothing once it reaches 0, so a public client found
+only on the 50th redraw is discarded too: it stops unless one of its first 50 draws (the first and 49 redraws) holds a
+public client, which is what ``stop_without_public`` does.
+
 ``policy="record"`` skips the pre-check (every client is a candidate in every round): a client sampled more
 often than planned then *exceeds* its ε_m — not silently: the ledger shows it (``over_budget``).
 
@@ -114,9 +121,14 @@ class StopRecord:
     candidates: int
     needed: int
     exhausted: tuple[int, ...]
+    #: > 0: the stop came from that many draws without a public client (the reference's rule), not from the budgets
+    draws_without_public: int = 0
 
     @property
     def reason(self) -> str:
+        if self.draws_without_public:
+            return (f"training stopped in round {self.round}: {self.draws_without_public} draws of {self.needed} clients "
+                    "held no public client (the reference code's stop rule)")
         return (f"training stopped before round {self.round}: only {self.candidates} client(s) pass the budget pre-check, "
                 f"fewer than the {self.needed} sampled per round ({len(self.exhausted)} client(s) have spent their budget)")
 
@@ -133,7 +145,8 @@ class BudgetedSampler:
     """K of the pre-check candidates per round; stops when fewer than K remain.
 
     ``split`` divides a list of client ids into (public, private); ``require_public`` re-draws a sample
-    without a public client up to 50 times (the reference code's projection methods); ``public_only`` trains
+    without a public client up to 50 times (the reference code's projection methods) and ``stop_without_public``
+    stops training when 50 draws held none (the reference's rule; module docstring); ``public_only`` trains
     only the public clients of each sample (the public-only FedAvg baseline: private clients spend nothing).
     """
 
@@ -144,6 +157,7 @@ class BudgetedSampler:
     policy: PrecheckPolicy = PrecheckPolicy.EXCLUDE
     require_public: bool = False
     public_only: bool = False
+    stop_without_public: bool = False
     rounds: list[RoundParticipation] = field(default_factory=list)
     stopped: StopRecord | None = None
     _pending: tuple[int, list[int], list[int]] | None = None
@@ -184,12 +198,16 @@ class BudgetedSampler:
         self._pending = None
         pool = np.asarray(ok, dtype=np.int64)
         tries = 0
+        last_try = RESAMPLE_TRIES - 1 if self.stop_without_public else RESAMPLE_TRIES
         while True:
             chosen = sorted(int(c) for c in rng.choice(pool, size=self.per_round, replace=False))
             public, private = self.split(chosen)
-            if public or not self.require_public or tries >= RESAMPLE_TRIES:
+            if public or not self.require_public or tries >= last_try:
                 break
             tries += 1
+        if self.stop_without_public and not public:
+            self.stopped = StopRecord(round_, len(ok), self.per_round, tuple(exhausted), draws_without_public=tries + 1)
+            return []
         self.rounds.append(RoundParticipation(round_, len(ok), tuple(chosen), tuple(public), tuple(private), tuple(exhausted), tries))
         return sorted(public) if self.public_only else chosen
 

@@ -38,7 +38,7 @@ CLAIMS: tuple[Claim, ...] = (
             "each client runs at most T* = KT/M local steps (Thm 2)",
             "batches are Poisson-sampled at rate q = B/N_m",
         ),
-        spec_points=("F1", "F2", "F3"),
+        spec_points=("F1", "F2", "F3", "F7"),
         quotes=(
             Quote("For each client C_m ∈ C, given the sampling probability q = B/N_m and the total number of local SGD "
                   "steps T* = KT/M, for any ϵ < c₁q²T*, the local update satisfies (ϵ_m, δ_m)-differential privacy for "

@@ -3,15 +3,15 @@
 * :class:`PFAConfig` + :func:`train_pfa` — the Python API: ``train_pfa(PFAConfig(algorithm="pfa",
   budgets="mixgauss1", num_clients=20, rounds=50))`` returns a :class:`PFAResult` (a
   :class:`~privaudit.fl.engine.round_loop.FederationResult` with the run's PFA report attached);
-* :func:`run_pfa_training` — a :class:`~privaudit.fl.engine.run.TrainSpec` of the family through the one training
-  entry point :func:`~privaudit.fl.engine.run.run_training` (what ``privaudit train --algorithm pfa|pfa-plus|...``
+* :func:`run_pfa_training` — a :class:`~privaudit.fl.run.TrainSpec` of the family through the one training
+  entry point :func:`~privaudit.fl.run.run_training` (what ``privaudit train --algorithm pfa|pfa-plus|...``
   runs; the algorithm itself puts its report — participation, when and why training stopped, uplink bytes,
   per-round aggregation — into the checkpoint manifest under ``"pfa"``), returned as a :class:`PFAResult`;
 * :func:`run_privacy` — per client: claimed ε_m, σ_m, realised steps (from the run's ledger) and the ε a
   real accountant gives for them. For a plan without training use
   :func:`privaudit.papers.pfa.budget_calibration.plan_client_privacy`.
 
-:class:`PFAConfig` is a thin, typed layer over :class:`~privaudit.fl.engine.run.TrainSpec` with the paper's
+:class:`PFAConfig` is a thin, typed layer over :class:`~privaudit.fl.run.TrainSpec` with the paper's
 defaults (the evidence script and the audit recipe describe their runs with it).
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.round_loop import FederationResult
-from privaudit.fl.engine.run import TrainSpec
+from privaudit.fl.run import TrainSpec
 from privaudit.papers.pfa import run_report
 from privaudit.papers.pfa.budget_calibration import ClientCalibration, ClientPrivacy
 
@@ -107,8 +107,8 @@ def _require_family(name: str) -> None:
 
 def run_pfa_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, save_client_updates: bool = False,
                      overwrite: bool = False, progress: bool = True) -> PFAResult:
-    """Run a PFA-family ``spec`` through :func:`~privaudit.fl.engine.run.run_training` and attach its report."""
-    from privaudit.fl.engine.run import run_training
+    """Run a PFA-family ``spec`` through :func:`~privaudit.fl.run.run_training` and attach its report."""
+    from privaudit.fl.run import run_training
     from privaudit.papers.pfa.algorithm import family_of
 
     _require_family(spec.algorithm)

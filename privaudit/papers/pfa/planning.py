@@ -2,7 +2,7 @@
 
 :func:`plan_federation` draws every client's budget ε_m (:mod:`privaudit.papers.pfa.budgets`), takes the budget its
 noise is calibrated for (its *operating* ε: its own, or min/max ε for the Minimum/Maximum baselines), realises τ
-local steps as whole Poisson epochs per client (:func:`~privaudit.papers.pfa.budget_calibration.local_schedule`),
+local steps as whole Poisson epochs per client or exactly (:func:`~privaudit.papers.pfa.budget_calibration.local_schedule`),
 calibrates σ_m for the planned steps (:func:`~privaudit.papers.pfa.budget_calibration.calibrate_clients`, private
 runs only) and, with the population scope, divides all clients into public and private once
 (:mod:`privaudit.papers.pfa.public_private`). The result is a :class:`FederationPlan`, recorded in the run's
@@ -70,7 +70,7 @@ def plan_federation(settings: PFASettings, *, rounds: int, rate: float, seed: in
     operating_eps = operating(list(preferences.epsilons))
     if split.split is SplitMethod.TOPK and split.public_clients > min(per_round, num_clients):
         raise InvalidParameterError(f"{split.public_clients} public clients is more than the {per_round} sampled per round")
-    schedules = [local_schedule(n, batch_size, settings.local_steps) for n in client_sizes]
+    schedules = [local_schedule(n, batch_size, settings.local_steps, settings.local_step_rule) for n in client_sizes]
     steps = [s for _, _, s in schedules]
     calibrations: list[ClientCalibration] = []
     if private:

@@ -18,7 +18,18 @@ paper, the number of public clients for the reference). Every solver here only a
 * ``lanczos`` — Lanczos with full reorthogonalisation from a seeded start vector; the Krylov space of a
   rank-r operator has dimension ≤ r + 1, so it ends (breakdown) after at most r + 1 steps or ``iterations``;
 * ``power`` — block power (subspace) iteration with QR and a final Rayleigh–Ritz rotation;
-* ``dense`` — forms the p×p matrix and calls ``eigh``: O(p²) memory, for tests and the benchmark only.
+* ``dense`` — forms the p×p matrix and calls ``eigh``: O(p²) memory, for tests and the benchmark only;
+* ``reference-lanczos`` — the reference code's solver as it behaves (Emory-AIMS/PFA@72b3f89:modules/lanczos.py, called
+  by ``modules/server.py``'s ``__eigen_by_lanczos``), defects included, written here from this description of it
+  (audit point F7): start from a uniform [0, 1) vector; for j = 1 … m − 2 set V_j = w/β with β = ‖w‖ and *no
+  breakdown test*, re-orthogonalise V_j against V_0 … V_{j−2} only (not the previous vector V_{j−1}) and renormalise,
+  then store T[j−1, j] = T[j, j−1] = β — the norm from *before* re-orthogonalisation; the last row of T and of V stay
+  zero. The top-k eigenvectors y of T give V_k = Vᵀy, neither re-normalised nor checked. Once the Krylov space of
+  the rank-r operator is exhausted (j > r) β is rounding noise, V_j amplifies it, and the basis loses orthogonality:
+  with m = r + 2 iterations the result is exact, at the code's default m = 256 the top Ritz value, the direction
+  and the norm of V_k are far off (measured by :func:`reference_lanczos_defect`). An operator with β = 0 exactly
+  (all public updates equal) would make the reference divide by zero; here that is a
+  :class:`~privaudit.errors.NumericalFailure`, never NaN.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from enum import Enum
 
 import torch
 
-from privaudit.errors import InvalidParameterError
+from privaudit.errors import InvalidParameterError, NumericalFailure
 
 #: Eigenvalues below RTOL·λ_max are treated as zero (their eigenvectors carry no information).
 RTOL = 1e-9
@@ -56,6 +67,7 @@ class EigenSolver(str, Enum):
     LANCZOS = "lanczos"
     POWER = "power"
     DENSE = "dense"
+    REFERENCE_LANCZOS = "reference-lanczos"  # the reference code's solver, defects included (audit point F7)
 
     @classmethod
     def parse(cls, value: str | EigenSolver) -> EigenSolver:
@@ -65,12 +77,13 @@ class EigenSolver(str, Enum):
         for member in cls:
             if member.value == key:
                 return member
-        raise InvalidParameterError(f"unknown eigensolver {value!r}; use 'lanczos', 'power' or 'dense'")
+        raise InvalidParameterError(f"unknown eigensolver {value!r}; use 'lanczos', 'power', 'dense' or 'reference-lanczos'")
 
 
 @dataclass(frozen=True)
 class Subspace:
-    """An orthonormal basis V (p×k), its eigenvalues, and the centre c the projection is taken around."""
+    """A basis V (p×k), its eigenvalues, and the centre c the projection is taken around. V is orthonormal for every
+    solver but ``reference-lanczos``, whose V_k is whatever the reference's solver returns (audit point F7)."""
 
     basis: torch.Tensor
     eigenvalues: torch.Tensor
@@ -94,7 +107,7 @@ class Subspace:
         return out + self.centre if self.centre is not None else out
 
     def project(self, vector: torch.Tensor) -> torch.Tensor:
-        """V Vᵀ(x − c) + c."""
+        """V Vᵀ(x − c) + c (a projection only when V is orthonormal)."""
         return self.reconstruct(self.coefficients(vector))
 
 
@@ -177,6 +190,76 @@ def dense_top_eigenvectors(columns: torch.Tensor, k: int, rtol: float = RTOL) ->
     return _keep(values, vectors, k, rtol)
 
 
+def reference_lanczos_top_eigenvectors(columns: torch.Tensor, k: int, iterations: int = 256,
+                                       generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(top-k eigenvalues of T, V_k = Vᵀy) as the reference code's Lanczos computes them, defects included (module
+    docstring, ``reference-lanczos``; audit point F7). ``columns`` is A (p×r, float64), the operator A Aᵀ. The columns of
+    V_k are not unit vectors in general, and their eigenvalues are Ritz values of a T that is not V's projection."""
+    p = columns.shape[0]
+    m = max(1, int(iterations))
+    generator = generator or torch.Generator().manual_seed(0)
+    basis = torch.zeros(m, p, dtype=columns.dtype)
+    tridiagonal = torch.zeros(m, m, dtype=columns.dtype)
+    start = torch.rand(p, generator=generator, dtype=columns.dtype)
+    basis[0] = start / torch.linalg.vector_norm(start)
+    w = _matvec(columns, basis[0][:, None])[:, 0]
+    alpha = w @ basis[0]
+    w = w - alpha * basis[0]
+    tridiagonal[0, 0] = alpha
+    for j in range(1, m - 1):
+        beta = torch.linalg.vector_norm(w)
+        if not float(beta) > 0:
+            raise NumericalFailure("the reference Lanczos solver divides by β = 0 (the public updates span nothing new); "
+                                   "the reference code would produce NaN here")
+        vector = w / beta
+        for i in range(j - 1):  # every earlier vector but the previous one
+            vector = vector - (vector @ basis[i]) * basis[i]
+        vector = vector / torch.linalg.vector_norm(vector)
+        basis[j] = vector
+        w = _matvec(columns, vector[:, None])[:, 0]
+        alpha = w @ vector
+        w = w - alpha * vector - beta * basis[j - 1]
+        tridiagonal[j, j] = alpha
+        tridiagonal[j - 1, j] = beta  # the norm before re-orthogonalisation
+        tridiagonal[j, j - 1] = beta
+    values, small = torch.linalg.eigh(tridiagonal)
+    order = torch.argsort(values, descending=True)[: int(k)]
+    vectors = basis.T @ small[:, order]
+    if not bool(torch.isfinite(vectors).all()):
+        raise NumericalFailure("the reference Lanczos solver produced a non-finite subspace")
+    return values[order], vectors
+
+
+@dataclass(frozen=True)
+class LanczosDefect:
+    """How far the reference solver's top direction is from the true one after ``iterations`` steps (audit point F7)."""
+
+    rank: int
+    dimension: int
+    iterations: int
+    ritz_over_true: float  # top Ritz value of the reference's T / the true top eigenvalue of A Aᵀ
+    abs_cos: float  # |cos| between the reference's V_k (k = 1) and the true top eigenvector
+    norm: float  # ‖V_k‖ (1 for an orthonormal basis)
+
+    def to_dict(self) -> dict[str, float | int]:
+        return dict(self.__dict__)
+
+
+def reference_lanczos_defect(columns: torch.Tensor, iterations: int, seed: int = 0) -> LanczosDefect:
+    """The reference solver's top eigenpair of A Aᵀ (A = ``columns``, p×r) against the exact one (an SVD of A)."""
+    a = columns.detach().to(torch.float64)
+    if a.dim() == 1:
+        a = a[:, None]
+    values, vectors = reference_lanczos_top_eigenvectors(a, 1, iterations, torch.Generator().manual_seed(int(seed)))
+    left, singular, _ = torch.linalg.svd(a, full_matrices=False)
+    true_value, true_vector = float(singular[0] ** 2), left[:, 0]
+    top = vectors[:, 0]
+    norm = float(torch.linalg.vector_norm(top))
+    cos = abs(float(top @ true_vector)) / norm if norm > 0 else 0.0
+    rank = int(torch.linalg.matrix_rank(a))
+    return LanczosDefect(rank, int(a.shape[0]), int(iterations), float(values[0]) / true_value, cos, norm)
+
+
 def top_eigenvectors(columns: torch.Tensor, k: int, solver: str | EigenSolver = EigenSolver.LANCZOS, *, iterations: int = 256,
                      seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(eigenvalues, eigenvectors p×k') of A Aᵀ, k' ≤ k the number of non-zero eigenvalues among the top k."""
@@ -191,6 +274,8 @@ def top_eigenvectors(columns: torch.Tensor, k: int, solver: str | EigenSolver = 
         return lanczos_top_eigenvectors(a, int(k), iterations, generator=generator)
     if solver is EigenSolver.POWER:
         return power_top_eigenvectors(a, int(k), iterations, generator=generator)
+    if solver is EigenSolver.REFERENCE_LANCZOS:
+        return reference_lanczos_top_eigenvectors(a, int(k), iterations, generator=generator)
     return dense_top_eigenvectors(a, int(k))
 
 

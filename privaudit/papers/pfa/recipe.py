@@ -15,8 +15,9 @@ Readings:
   record, 004 Def. 2) an added record enters a fixed-size batch w.p. B/(N + 1) and displaces another, so the batch
   sums differ by up to 2C: the ``ctd`` accountant certifies the upper end with that pair, and a dataset that
   attains it (x's clipped gradient C·u, every other record's −C·u) gives a certified *lower* end through PRV at
-  rate B/(N + 1) with shift 2C. The Poisson accounting at q = B/N (the paper's assumption) is shown beside it,
-  marked as not what the code runs.
+  rate B/(N + 1) with shift 2C. Both ends bound the ε of one mechanism, so they are one piece of evidence, an
+  interval ``[lower, upper]`` (a lower end above the upper end would be a bug, and stops the audit). The Poisson
+  accounting at q = B/N (the paper's assumption) is shown beside it, marked as not what the code runs.
 * ``participation-without-cap`` (paper) — T* = KT/M is an expectation: with uniform client sampling and no cap
   the most-sampled client runs more steps; σ here is calibrated by a real accountant (RDP) for T* steps, so
   the reading isolates F2 from F1. The reference pre-check's stop round is in the details.
@@ -40,7 +41,7 @@ from privaudit.audit.recipes.accounting import epsilon_of
 from privaudit.audit.recipes.participation import pfa_participation_trial
 from privaudit.audit.recipes.trial_results import summary
 from privaudit.audit.verdict import AccountingEvidence
-from privaudit.errors import InvalidParameterError
+from privaudit.errors import InvalidParameterError, NumericalFailure
 
 PFA_TRAINING = Requirement("privaudit.papers.pfa.algorithm", "PFA training (issue 7)")
 PUBLIC_THRESHOLD = 5.0  # mixgauss1's public component is N(10, 0.1); the reference redraws until one exceeds it
@@ -86,29 +87,36 @@ def _calibration_evidence(sigma: float, q: float, size: int, batch: int, steps: 
                      *(("not what the reference code runs: it draws fixed-size batches (audit point F3)",) if code_sampling else ()),
                      iterates))
     fixed = epsilon_of(_fixed_size(sigma, q, steps), delta, "ctd")
-    fixed_upper = AccountingEvidence(
-        label=f"public client {public}: fixed-size batches without replacement (the code), certified upper bound",
-        accountant="ctd", upper=fixed.epsilon, implementation=code_sampling, assumptions_hold=True,
-        assumptions=(calibration,
-                     "add/remove neighbours (004 Def. 2) with a fixed batch size B: the added record x enters a batch of "
-                     "the larger dataset w.p. γ = B/(N+1) ≤ q and then displaces another record, so the batch sums differ by "
-                     "up to 2C — per step the Poisson pair at rate γ with the noise halved relative to the shift, dominated "
-                     "at q (Balle, Barthe & Gaboardi 2018, advanced joint convexity; Zhu, Dong & Wang 2022, subsampling "
-                     "without replacement)", iterates))
-    evidence = [poisson, fixed_upper]
-    if code_sampling:
-        q_add = batch / (size + 1)
-        pair = epsilon_of(_poisson(sigma / 2.0, q_add, steps), delta, "prv")
-        evidence.insert(0, AccountingEvidence(
-            label=f"public client {public} (ε_m = {budget:.4g}): fixed-size batches (the code), certified lower bound",
-            accountant="prv (lower end)", upper=float("inf"), lower=pair.lower, implementation=True, assumptions_hold=True,
-            assumptions=(calibration,
-                         f"a record x whose clipped gradient is C·u, every other record's −C·u, is in a batch of {batch} "
-                         f"drawn from N + 1 = {size + 1} records with probability {batch}/{size + 1}, independently at every "
-                         "step, and then replaces a record of gradient −C·u: the batch sums differ by exactly 2C·u, so the "
-                         "release is the Poisson-subsampled Gaussian pair at that rate with shift 2C, and PRV's lower end "
-                         "is a lower bound on the code's ε (add/remove neighbours, as 004 Def. 2)", iterates)))
-    return tuple(evidence)
+    upper_basis = ("add/remove neighbours (004 Def. 2) with a fixed batch size B: the added record x enters a batch of "
+                   "the larger dataset w.p. γ = B/(N+1) ≤ q and then displaces another record, so the batch sums differ by "
+                   "up to 2C — per step the Poisson pair at rate γ with the noise halved relative to the shift, dominated "
+                   "at q (Balle, Barthe & Gaboardi 2018, advanced joint convexity; Zhu, Dong & Wang 2022, subsampling "
+                   "without replacement)")
+    if not code_sampling:
+        fixed_upper = AccountingEvidence(
+            label=f"public client {public}: fixed-size batches without replacement (the code), certified upper bound",
+            accountant="ctd", upper=fixed.epsilon, implementation=False, assumptions_hold=True,
+            assumptions=(calibration, upper_basis, iterates))
+        return poisson, fixed_upper
+    # the code's mechanism: its upper end (ctd, the dominating pair) and its lower end (PRV, a dataset that attains the
+    # pair at rate B/(N + 1)) bound the same ε, so they are one interval
+    q_add = batch / (size + 1)
+    pair = epsilon_of(_poisson(sigma / 2.0, q_add, steps), delta, "prv")
+    if pair.lower is None or pair.lower > fixed.epsilon * (1 + 1e-9):
+        raise NumericalFailure(f"PFA public client {public}: the certified lower end {pair.lower} of the fixed-size-batch "
+                               f"mechanism lies above its certified upper end {fixed.epsilon} (a bug in one of them)")
+    code = AccountingEvidence(
+        label=f"public client {public} (ε_m = {budget:.4g}): fixed-size batches without replacement (the code), "
+              "certified lower and upper end",
+        accountant="ctd (upper end) / prv (lower end)", upper=fixed.epsilon, lower=pair.lower, implementation=True,
+        assumptions_hold=True,
+        assumptions=(calibration, f"upper end: {upper_basis}",
+                     f"lower end: a record x whose clipped gradient is C·u, every other record's −C·u, is in a batch of {batch} "
+                     f"drawn from N + 1 = {size + 1} records with probability {batch}/{size + 1}, independently at every "
+                     "step, and then replaces a record of gradient −C·u: the batch sums differ by exactly 2C·u, so the "
+                     "release is the Poisson-subsampled Gaussian pair at that rate with shift 2C, and PRV's lower end "
+                     "is a lower bound on the code's ε (add/remove neighbours, as 004 Def. 2)", iterates))
+    return code, poisson
 
 
 def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
@@ -196,11 +204,20 @@ def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | P
     return readings
 
 
+#: The reference code's behaviour where privaudit has an option for it (issue 27): its closed-form calibration, exactly
+#: τ DP-SGD steps per round, its centred projection computed by its own Lanczos solver at its default 256 iterations
+#: (audit point F7), top-⌊0.1·M⌋ public clients, and its stop when 50 draws hold no public client.
+REFERENCE_RUN_OPTIONS = {"noise_calibration": "reference", "local_step_rule": "exact", "projection": "reference",
+                         "eigensolver": "reference-lanczos", "lanczos_iter": 256, "split": "topk", "public_clients": 1,
+                         "no_public": "stop"}
+
+
 def trained_pfa_run(claim: Claim, trials: int) -> Reading | PendingPart:
-    """A real PFA federation (issue 7's training code) with the reference calibration: each client's realised ε.
+    """A real PFA federation (issue 7's training code) run as the reference code runs it: each client's realised ε.
 
     A scaled-down run (``trained_run`` parameters; rounds = min(max_rounds, 2·trials + 2)) with σ_m from the
-    reference closed form and the reference budgets; the claimed ε is the largest budget (Thm 2).
+    reference closed form, the reference budgets and the reference's other behaviours (:data:`REFERENCE_RUN_OPTIONS`;
+    ⌊0.1·10⌋ = 1 public client); the claimed ε is the largest budget (Thm 2).
     """
     if not PFA_TRAINING.available():
         return PendingPart("trained-ledger", "per-client ε spent in a trained PFA federation (its ledger)", PFA_TRAINING.reason())
@@ -212,7 +229,7 @@ def trained_pfa_run(claim: Claim, trials: int) -> Reading | PendingPart:
         from privaudit.papers.pfa.experiment import PFAConfig, run_privacy, train_pfa
 
         config = PFAConfig(budgets=run["budgets"], num_clients=int(run["num_clients"]), rounds=rounds,
-                           local_steps=int(run["local_steps"]), options={"noise_calibration": "reference"})
+                           local_steps=int(run["local_steps"]), options=REFERENCE_RUN_OPTIONS)
         result = train_pfa(config)
         rows = run_privacy(result, "rdp")
         public = max(rows, key=lambda r: r.claimed_epsilon)
@@ -232,7 +249,9 @@ def trained_pfa_run(claim: Claim, trials: int) -> Reading | PendingPart:
 
     return Reading("trained-run", f"a trained PFA federation ({run['num_clients']} clients, {rounds} rounds, reference calibration)",
                    Role.IMPLEMENTATION,
-                   "PFA (issue 7's training code) with the reference calibration σ_m = 10·q·sqrt(T·log₁₀(1/δ))/ε_m and the "
-                   f"reference budgets {run['budgets']}; claimed ε = the largest budget (Thm 2).",
+                   "PFA (issue 7's training code) with the reference calibration σ_m = 10·q·sqrt(T·log₁₀(1/δ))/ε_m, the "
+                   f"reference budgets {run['budgets']}, exactly τ = {run['local_steps']} DP-SGD steps per round, the reference's "
+                   "centred projection by its own Lanczos solver at 256 iterations (audit point F7), the top-⌊0.1·M⌋ public "
+                   "clients and its stop when no public client is drawn; claimed ε = the largest budget (Thm 2).",
                    claim.epsilon, delta, analyse,
                    claim_note="claimed ε = the largest budget drawn in the run (replaces the registry's 10 once known)")

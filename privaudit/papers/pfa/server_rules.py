@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from privaudit.fl.algorithms.base import ClientResult
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import ClientResult
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import SeedTree
 from privaudit.papers.pfa.projection import Subspace, public_subspace

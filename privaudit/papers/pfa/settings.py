@@ -5,12 +5,14 @@
 * :class:`SplitSettings` — how clients are divided into public and private (Alg. 2 line 5);
 * :class:`ProjectionSettings` — PFA's and PFA+'s subspace (Alg. 3 / Alg. 5): form, k, blocks, eigensolver, and a
   round without public clients;
-* :class:`PFASettings` — the four groups and the local steps τ every member of the family runs.
+* :class:`PFASettings` — the four groups, the local steps τ every member of the family runs, and the CNN's
+  initialisation (PyTorch's or the reference's Keras one).
 
 Which algorithm of the family runs (PFA, PFA+, WeiAvg, FedAvg-HDP, ...) is not an option but a class
 (:mod:`privaudit.papers.pfa.algorithm`). Defaults are the paper's behaviour; reference-code behaviour is a named
-value: ``calibration="reference"``, ``projection="reference"``, ``split="topk"`` with ``public_clients=⌊0.1·M⌋``,
-``no_public="resample"``, ``reference-*`` budget distributions.
+value: ``calibration="reference"``, ``projection="reference"`` (with ``eigensolver="reference-lanczos"``, the reference's
+defective solver, audit point F7), ``split="topk"`` with ``public_clients=⌊0.1·M⌋``, ``no_public="stop"``,
+``reference-*`` budget distributions.
 
 Options travel by flat names (``budgets``, ``split``, ``projection_dims``, ...; :data:`OPTION_GROUPS`), as the
 family's builder receives them from ``privaudit train``; :meth:`PFASettings.from_options` sorts them into groups
@@ -26,9 +28,10 @@ from typing import Any
 
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
-from privaudit.papers.pfa.budget_calibration import CalibrationMethod, PlannedSteps
+from privaudit.papers.pfa.budget_calibration import CalibrationMethod, LocalStepRule, PlannedSteps
 from privaudit.papers.pfa.budget_participation import PrecheckPolicy
 from privaudit.papers.pfa.budgets import NonPositiveBudgets
+from privaudit.papers.pfa.model_init import ModelInit
 from privaudit.papers.pfa.projection import EigenSolver, ProjectionForm
 from privaudit.papers.pfa.public_private import SplitMethod, SplitScope
 
@@ -37,7 +40,12 @@ class NoPublic(str, Enum):
     """A PFA round whose sample holds no public client."""
 
     WEIAVG = "weiavg"  # aggregate that round by WeiAvg (the paper does not say; PFA+ reuses its last subspace)
-    RESAMPLE = "resample"  # redraw the sample up to 50 times until it holds a public client (reference code)
+    #: redraw the sample up to 50 times until it holds a public client; if none does, train that sample anyway and
+    #: aggregate it by WeiAvg (privaudit's choice: the reference code stops training instead, which is ``STOP``)
+    RESAMPLE = "resample"
+    #: the reference code (Emory-AIMS/PFA@72b3f89:modules/server.py ``sample_clients``, main.py's loop): redraw while the
+    #: sample holds no public client; when 50 draws held none, training stops for good
+    STOP = "stop"
 
 
 class ProjectionScope(str, Enum):
@@ -152,23 +160,30 @@ OPTION_GROUPS: dict[str, str] = {
     "clip_norm": "local_dp", "calibration": "local_dp", "planned": "local_dp", "local_steps": "", "budget_policy": "local_dp",
     "split": "split", "public_clients": "split", "split_scope": "split",
     "projection": "projection", "projection_dims": "projection", "projection_scope": "projection", "eigensolver": "projection",
-    "lanczos_iterations": "projection", "no_public": "projection",
+    "lanczos_iterations": "projection", "no_public": "projection", "model_init": "", "local_step_rule": "",
 }
 
 
 @dataclass(frozen=True)
 class PFASettings:
     """Everything the PFA family adds to a federation's configuration: the four option groups and τ, the local
-    DP-SGD steps per round (realised as whole Poisson epochs, :func:`~privaudit.papers.pfa.budget_calibration.local_schedule`)."""
+    DP-SGD steps per round (realised as whole Poisson epochs, or exactly with ``local_step_rule="exact"``:
+    :func:`~privaudit.papers.pfa.budget_calibration.local_schedule`)."""
 
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     local_dp: LocalDPSettings = field(default_factory=LocalDPSettings)
     split: SplitSettings = field(default_factory=SplitSettings)
     projection: ProjectionSettings = field(default_factory=ProjectionSettings)
     local_steps: int = 100
+    #: the CNN's initialisation: PyTorch's defaults, or the reference's Keras ones (:mod:`privaudit.papers.pfa.model_init`)
+    model_init: ModelInit = ModelInit.TORCH
+    #: τ as whole Poisson epochs (default) or exactly τ DP-SGD steps per round (the reference code's count)
+    local_step_rule: LocalStepRule = LocalStepRule.EPOCHS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "local_steps", _positive_int("local steps", self.local_steps))
+        object.__setattr__(self, "model_init", ModelInit.parse(self.model_init))
+        object.__setattr__(self, "local_step_rule", LocalStepRule.parse(self.local_step_rule))
 
     @classmethod
     def from_options(cls, **options: Any) -> PFASettings:
@@ -187,5 +202,5 @@ class PFASettings:
     def to_dict(self) -> dict[str, Any]:
         """Every option by its flat name (the order of the CLI's option list)."""
         flat = {**_flat(self.budget), **_flat(self.local_dp), "local_steps": self.local_steps, **_flat(self.split),
-                **_flat(self.projection)}
+                **_flat(self.projection), "model_init": self.model_init.value, "local_step_rule": self.local_step_rule.value}
         return {name: flat[name] for name in OPTION_GROUPS}

@@ -3,8 +3,8 @@
 
 Torch-free: the builder imports :mod:`privaudit.papers.pfa.algorithm` when called. Every option defaults to the
 paper's behaviour; reference-code behaviour is a named value (``--noise-calibration reference``,
-``--projection reference``, ``--split topk --public-clients ⌊0.1M⌋ --split-scope population``,
-``--no-public resample``, ``--budgets reference-mixgauss1``).
+``--projection reference --eigensolver reference-lanczos``, ``--split topk --public-clients ⌊0.1M⌋ --split-scope population``,
+``--no-public stop``, ``--local-step-rule exact``, ``--model-init keras``, ``--budgets reference-mixgauss1``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ DP_CLIP = Option("dp_clip", float, "DP-SGD per-example clipping norm C (default 
 CALIBRATION = Option("noise_calibration", str, "σ_m from ε_m: rdp (default) or prv accountant, or the reference closed form σ = 10q√(T·log₁₀(1/δ))/ε", ("rdp", "prv", "reference"))
 PLANNED = Option("planned_steps", str, "steps σ_m is calibrated for: expected (T* = KRτ/M, the paper) or every-round (Rτ)", ("expected", "every-round"))
 LOCAL_STEPS = Option("local_steps", int, "local DP-SGD steps τ per round, realised as whole Poisson epochs of ⌈1/q⌉ steps (default 100; replaces --local-epochs)")
+LOCAL_STEP_RULE = Option("local_step_rule", str, "τ as whole Poisson epochs (epochs, default) or exactly τ DP-SGD steps per round "
+                         "(exact, the reference code's count)", ("epochs", "exact"))
 PRECHECK = Option("precheck", str, "budget pre-check: exclude clients whose next round exceeds ε_m (default) or record overruns", ("exclude", "record"))
 SPLIT = Option("split", str, "public/private division: gmm (default), kmeans or topk", ("gmm", "kmeans", "topk"))
 PUBLIC_CLIENTS = Option("public_clients", int, "number of public clients for --split topk")
@@ -31,11 +33,17 @@ SPLIT_SCOPE = Option("split_scope", str, "divide all clients once, each sampled 
 PROJECTION = Option("projection", str, "PFA subspace: paper (top-k eigenvectors of Δx̄_pub Δx̄_pubᵀ) or reference (centred per tensor)", ("paper", "reference"))
 PROJECTION_DIMS = Option("projection_dims", int, "projection dimension k ≥ 1 (default 1)")
 PROJECTION_SCOPE = Option("projection_scope", str, "project each tensor (default) or the whole flattened model", ("tensor", "model"))
-EIGENSOLVER = Option("eigensolver", str, "top-k eigenvectors by lanczos (default), power iteration, or dense eigh (small models only)", ("lanczos", "power", "dense"))
-LANCZOS_ITER = Option("lanczos_iter", int, "Lanczos / power iterations (default 256, the reference code's)")
-NO_PUBLIC = Option("no_public", str, "a PFA round without public clients: weiavg (default) or resample (reference)", ("weiavg", "resample"))
+EIGENSOLVER = Option("eigensolver", str, "top-k eigenvectors by lanczos (default), power iteration, dense eigh (small models only), "
+                     "or reference-lanczos: the reference code's solver with its defects (audit point F7)", ("lanczos", "power", "dense", "reference-lanczos"))
+LANCZOS_ITER = Option("lanczos_iter", int, "Lanczos / power iterations (default 256, the reference code's --lanczos_iter; privaudit's lanczos "
+                      "stops at breakdown, ≤ rank + 1 steps, while the reference solver runs all 256 and loses orthogonality: F7)")
+NO_PUBLIC = Option("no_public", str, "a PFA round without public clients: weiavg (default), resample (redraw up to 50 times, "
+                   "then WeiAvg) or stop (redraw; training stops after 50 draws without one, as the reference code)", ("weiavg", "resample", "stop"))
 
-COMMON = (BUDGETS, BUDGET_SEED, NONPOSITIVE, BUDGET_PARAMETER, BUDGET_DELTA, LOCAL_STEPS, SPLIT, PUBLIC_CLIENTS, SPLIT_SCOPE)
+MODEL_INIT = Option("model_init", str, "the CNN's initialisation: torch (default, PyTorch's layer defaults) or keras (the reference "
+                    "CNN's glorot-uniform kernels and zero biases)", ("torch", "keras"))
+
+COMMON = (BUDGETS, BUDGET_SEED, NONPOSITIVE, BUDGET_PARAMETER, BUDGET_DELTA, LOCAL_STEPS, SPLIT, PUBLIC_CLIENTS, SPLIT_SCOPE, MODEL_INIT, LOCAL_STEP_RULE)
 PRIVATE = (DP_CLIP, CALIBRATION, PLANNED, PRECHECK)
 PROJECTING = (PROJECTION, PROJECTION_DIMS, PROJECTION_SCOPE, EIGENSOLVER, LANCZOS_ITER, NO_PUBLIC)
 
@@ -60,6 +68,8 @@ _FIELDS = {
     "eigensolver": "eigensolver",
     "lanczos_iter": "lanczos_iterations",
     "no_public": "no_public",
+    "model_init": "model_init",
+    "local_step_rule": "local_step_rule",
 }
 
 

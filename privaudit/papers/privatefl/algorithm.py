@@ -18,6 +18,10 @@ which calibrates the noise for the claimed ε from the run; :func:`~privaudit.pa
 
 The reference code trains the transformation with its own learning rate ``--flr`` (``CDPUser`` param groups,
 BHui97/PrivateFL@39711e6:FedUser.py); ``transform_lr_scale`` (= flr/lr) reproduces that, 1 (one learning rate, the paper) by default.
+``personal_layers="reference"`` keeps, as the reference code does for its ``*_IN`` models
+(``CDPUser.set_model_state_dict``), every parameter whose name holds 'norm', 'bn' or 'downsample.1' on the client as
+well: not uploaded, not averaged, not noised (the server's privatizers see only :attr:`shared_names`); buffers are
+not among them (privaudit's server keeps the global model's).
 :meth:`personal_states` gives every client's extended model (global θ_L, own T_k) for the personalised
 evaluation (audit point P8); the global model itself carries the identity transformation.
 """
@@ -31,25 +35,28 @@ from typing import Any
 import torch
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm, ClientContext, ClientResult
 from privaudit.fl.engine import params as P
+from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult
+from privaudit.fl.engine.capabilities import PersonalModels, SharedParameters
 from privaudit.fl.engine.local_training import SGD, LocalObjective
 from privaudit.fl.engine.params import State
 from privaudit.papers.privatefl.grouped_sgd import GroupedSGD
+from privaudit.papers.privatefl.personal_layers import PersonalLayers, is_personal
 from privaudit.papers.privatefl.personal_start import PersonalStart
 from privaudit.papers.privatefl.transform import PERSONAL_PREFIX
 
 
-class PrivateFL(Algorithm):
+class PrivateFL(Algorithm, SharedParameters, PersonalModels):
     """Personalised transformation kept on each client, plain mean of the uploaded shared models."""
 
     name = "privatefl"
 
-    def __init__(self, transform_lr_scale: float = 1.0) -> None:
+    def __init__(self, transform_lr_scale: float = 1.0, personal_layers: PersonalLayers | str = PersonalLayers.TRANSFORM) -> None:
         scale = float(transform_lr_scale)
         if not scale > 0 or math.isinf(scale):
             raise InvalidParameterError(f"the transformation's learning-rate factor must be a finite number > 0, got {transform_lr_scale}")
         self.transform_lr_scale = scale
+        self.personal_layers = PersonalLayers.parse(personal_layers)
         self.personal_names: tuple[str, ...] = ()
         self._shared_names: tuple[str, ...] = ()
         self._personal: dict[int, State] = {}
@@ -57,8 +64,8 @@ class PrivateFL(Algorithm):
 
     def setup(self, context) -> None:
         super().setup(context)
-        self.personal_names = tuple(n for n in context.trainable if n.startswith(PERSONAL_PREFIX))
-        self._shared_names = tuple(n for n in context.trainable if not n.startswith(PERSONAL_PREFIX))
+        self.personal_names = tuple(n for n in context.trainable if is_personal(n, self.personal_layers))
+        self._shared_names = tuple(n for n in context.trainable if not is_personal(n, self.personal_layers))
         self._personal = {}
         self._global = P.clone(context.initial_state)
 
@@ -113,5 +120,8 @@ class PrivateFL(Algorithm):
         return {cid: {**self._global, **self.personal_parameters(cid)} for cid in range(self.context.num_clients)}
 
     def hyperparameters(self) -> dict[str, Any]:
-        return {"transform_lr_scale": self.transform_lr_scale, "personal_parameters": list(self.personal_names)}
+        out: dict[str, Any] = {"transform_lr_scale": self.transform_lr_scale, "personal_parameters": list(self.personal_names)}
+        if self.personal_layers is not PersonalLayers.TRANSFORM:
+            out["personal_layers"] = self.personal_layers.value
+        return out
 

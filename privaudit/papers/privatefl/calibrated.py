@@ -28,6 +28,7 @@ from typing import Any
 from privaudit.accounting.ledger import SERVER
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import AlgorithmWrapper
+from privaudit.fl.engine.capabilities import ModelChoice, RunCompletion, RunPlanning, RunReport
 from privaudit.papers.privatefl.algorithm import PrivateFL
 from privaudit.papers.privatefl.experiment import (
     DATA_FIELDS,
@@ -40,7 +41,7 @@ from privaudit.papers.privatefl.experiment import (
 )
 
 
-class CalibratedPrivateFL(AlgorithmWrapper):
+class CalibratedPrivateFL(AlgorithmWrapper, RunPlanning, RunCompletion, ModelChoice, RunReport):
     """PrivateFL under one of its privacy modes, the noise calibrated for the claimed (ε, δ) when the run starts.
 
     ``settings`` holds the privacy mode and PrivateFL's options (its run fields — rounds, local training, client
@@ -87,11 +88,12 @@ class CalibratedPrivateFL(AlgorithmWrapper):
         """Calibrate the privacy mode for the run and wrap a fresh PrivateFL in its mechanism."""
         run = self._run_config(config)
         scale = 1.0 if run.transform_lr is None else float(run.transform_lr) / run.learning_rate
-        mechanism, self.calibration = privacy_wrapper(run, PrivateFL(transform_lr_scale=scale), self.context.client_sizes,
+        inner = PrivateFL(transform_lr_scale=scale, personal_layers=run.personal_layers or "transform")
+        mechanism, self.calibration = privacy_wrapper(run, inner, self.context.client_sizes,
                                                       self.context.model)
         self.inner, self.run_config = mechanism, run
         mechanism.setup(self.context)
-        mechanism.start_federation(config, ledger)
+        RunPlanning.of(mechanism).start_federation(config, ledger)
 
     def end_federation(self, result) -> None:
         from privaudit.fl.privacy.local_dp import LocalDP
@@ -105,7 +107,7 @@ class CalibratedPrivateFL(AlgorithmWrapper):
             result.ledger.set_budget(SERVER, float(run.epsilon), float(run.delta))
         if isinstance(mechanism, ServerReleaseWrapper):
             result.ledger.record_all(mechanism.pending_events())
-        mechanism.end_federation(result)
+        RunCompletion.of(mechanism).end_federation(result)
         result.info.algorithm.update(self.describe())
 
     def model_for(self, name: str):

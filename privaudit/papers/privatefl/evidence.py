@@ -150,9 +150,10 @@ def dpsgd_speed(dataset: str, repeats: int = 3) -> dict[str, float]:
     import torch
 
     from privaudit.fl.engine.config import Execution, LocalTrainingConfig
+    from privaudit.fl.engine.local_solver import LocalTask
     from privaudit.fl.engine.local_training import SGD, LocalObjective
     from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+    from privaudit.fl.engine.trainer import ClientTrainer
     from privaudit.fl.privacy.dpsgd import DPSGD
     from privaudit.papers.privatefl.experiment import build_model, load_privatefl_dataset
 

@@ -2,8 +2,8 @@
 
 :class:`PrivateFLConfig` + :func:`train_privatefl` is the Python API (the evidence script, the audit's claims and
 trials describe their runs with it): a thin, typed layer over the one training entry point
-:func:`~privaudit.fl.engine.run.run_training` (:meth:`PrivateFLConfig.train_spec` is the run's
-:class:`~privaudit.fl.engine.run.TrainSpec`, what ``privaudit train --algorithm privatefl ...`` builds from its
+:func:`~privaudit.fl.run.run_training` (:meth:`PrivateFLConfig.train_spec` is the run's
+:class:`~privaudit.fl.run.TrainSpec`, what ``privaudit train --algorithm privatefl ...`` builds from its
 flags). The data is N classes per client; the model the personalised transformation in front of
 ``privatefl-dnn`` (``transform="none"`` is the FedAvg baseline); the privacy mode is the algorithm's own
 (:class:`~privaudit.papers.privatefl.calibrated.CalibratedPrivateFL`): when the run starts it calibrates the
@@ -33,16 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privaudit.accounting.mechanisms import Composition, Gaussian, Skellam, SubsampledGaussian
+from privaudit.accounting.mechanisms import Composition, Gaussian, Sampling, Skellam, SubsampledGaussian
 from privaudit.errors import InvalidParameterError, NumericalFailure
 
 if TYPE_CHECKING:
-    from privaudit.fl.engine.run import TrainSpec
+    from privaudit.fl.run import TrainSpec
 
 PRIVACY_MODES = ("none", "ldp", "cdp", "ddp")
 #: Learning rates of 001 Table 3 (MNIST): LDP 1e-1, CDP 5e-3; DDP and no DP use LDP's.
 DEFAULT_LR = {"none": 0.1, "ldp": 0.1, "cdp": 5e-3, "ddp": 0.1}
 DEFAULT_CLIP = {"ldp": 2.0, "cdp": 1.0, "ddp": 1.0}
+#: The reference driver's learning rate for every user, CDP included (BHui97/PrivateFL@0ff71d6:FedAverage.py,
+#: ``LEARNING_RATE_DIS = 1e-1`` passed as ``disc_lr``; CDPUser's own default 5e-3 never applies there).
+REFERENCE_CDP_LR = 0.1
 #: Share of the privacy budget (in RDP, per round) the adaptive-clipping quantile query gets by default.
 QUANTILE_BUDGET_SHARE = 0.1
 
@@ -85,6 +88,11 @@ class PrivateFLConfig:
     participation: str = "every-round"
     budget_policy: str = "exclude"
     sample_rate: float | None = None
+    #: LDP: q_i = B/|D_i| ("batch", None) or opacus' 1/⌈|D_i|/B⌉ = 1/len(DataLoader) ("loader", the reference code's)
+    ldp_rate: str | None = None
+    #: parameters kept on the client: the transformation ("transform", None) or, as the reference code does for its ``*_IN``
+    #: models, every parameter whose name holds 'norm', 'bn' or 'downsample.1' as well ("reference")
+    personal_layers: str | None = None
     cdp_variant: str = "paper"
     clip_cap: float = 10.0
     clip_quantile: float | None = None
@@ -95,7 +103,8 @@ class PrivateFLConfig:
 
     def __post_init__(self) -> None:
         from privaudit.fl.privacy.central_dp import CDPVariant
-        from privaudit.fl.privacy.local_dp import BudgetPolicy, Participation
+        from privaudit.fl.privacy.local_dp import BudgetPolicy, Participation, RateRule
+        from privaudit.papers.privatefl.personal_layers import PersonalLayers
         from privaudit.papers.privatefl.transform import ALPHA_DIMENSIONS, BETA_DIMENSIONS, TRANSFORM_FORMS
 
         privacy = str(self.privacy).strip().lower()
@@ -105,9 +114,15 @@ class PrivateFLConfig:
         object.__setattr__(self, "cdp_variant", CDPVariant.parse(self.cdp_variant).value)
         object.__setattr__(self, "participation", Participation.parse(self.participation).value)
         object.__setattr__(self, "budget_policy", BudgetPolicy.parse(self.budget_policy).value)
+        if self.ldp_rate is not None:
+            object.__setattr__(self, "ldp_rate", RateRule.parse(self.ldp_rate).value)
+        if self.personal_layers is not None:
+            object.__setattr__(self, "personal_layers", PersonalLayers.parse(self.personal_layers).value)
+        if self.ldp_rate not in (None, "batch") and self.sample_rate is not None:
+            raise InvalidParameterError("--ldp-rate chooses how q follows from each client's size; it cannot be combined with --ldp-sample-rate")
+        object.__setattr__(self, "client_sampling", Sampling.parse(self.client_sampling).value)  # the one vocabulary
         for value, allowed, what in ((self.transform, TRANSFORM_FORMS, "transformation"), (self.transform_alpha, ALPHA_DIMENSIONS, "α dimension"),
-                                     (self.transform_beta, BETA_DIMENSIONS, "β dimension"), (self.shares, ("paper", "equal"), "class shares"),
-                                     (self.client_sampling, ("fixed-size", "poisson"), "client sampling")):
+                                     (self.transform_beta, BETA_DIMENSIONS, "β dimension"), (self.shares, ("paper", "equal"), "class shares")):
             if value not in allowed:
                 raise InvalidParameterError(f"unknown {what} {value!r}; use {', '.join(allowed)}")
         if privacy != "none" and self.noise_multiplier is None:
@@ -132,7 +147,11 @@ class PrivateFLConfig:
 
     @property
     def learning_rate(self) -> float:
-        return float(self.lr) if self.lr is not None else DEFAULT_LR[self.privacy]
+        if self.lr is not None:
+            return float(self.lr)
+        if self.privacy == "cdp" and self.cdp_variant == "reference":
+            return REFERENCE_CDP_LR
+        return DEFAULT_LR[self.privacy]
 
     @property
     def clip(self) -> float:
@@ -155,9 +174,9 @@ class PrivateFLConfig:
         return {option: getattr(self, name) for option, name in OPTION_FIELDS.items() if getattr(self, name) is not None}
 
     def train_spec(self) -> TrainSpec:
-        """This run as the :class:`~privaudit.fl.engine.run.TrainSpec` of algorithm ``privatefl`` (sequential execution)."""
+        """This run as the :class:`~privaudit.fl.run.TrainSpec` of algorithm ``privatefl`` (sequential execution)."""
         from privaudit.fl.engine.config import LocalTrainingConfig
-        from privaudit.fl.engine.run import TrainSpec
+        from privaudit.fl.run import TrainSpec
 
         return TrainSpec(
             algorithm="privatefl",
@@ -186,6 +205,7 @@ OPTION_FIELDS = {
     "transform": "transform", "transform_alpha": "transform_alpha", "transform_beta": "transform_beta",
     "transform_lr": "transform_lr", "clip_quantile": "clip_quantile", "clip_lr": "clip_lr", "bit_noise": "bit_noise",
     "dp_accountant": "accountant", "ldp_sample_rate": "sample_rate", "signal_bound": "signal_bound", "clip_cap": "clip_cap",
+    "ldp_rate": "ldp_rate", "personal_layers": "personal_layers",
 }
 #: PrivateFLConfig fields that describe the data and the model's body, not the algorithm (the run's TrainSpec has them).
 DATA_FIELDS = ("dataset", "num_clients", "classes_per_client", "shares", "partition", "data_seed", "dataset_options", "model")
@@ -313,7 +333,13 @@ def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[i
     """
     from privaudit.fl.privacy.central_dp import AdaptiveClipping, CentralDP, CentralDPConfig
     from privaudit.fl.privacy.distributed_dp import DistributedDP, DistributedDPConfig, ddp_scale
-    from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig, calibrate_client_noise
+    from privaudit.fl.privacy.local_dp import (
+        CalibrationTarget,
+        LocalDP,
+        LocalDPConfig,
+        calibrate_client_noise,
+        client_sample_rate,
+    )
     from privaudit.papers.privatefl.transform import PERSONAL_PREFIX
 
     mode = config.privacy
@@ -326,14 +352,19 @@ def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[i
         sizes = [int(n) for n in client_sizes]
         if config.noise_multiplier is not None:
             sigmas = {i: float(config.noise_multiplier) for i in range(len(sizes))}
-            rates = None if config.sample_rate is None else {i: float(config.sample_rate) for i in range(len(sizes))}
+            if config.sample_rate is not None:
+                rates = {i: float(config.sample_rate) for i in range(len(sizes))}
+            elif config.ldp_rate not in (None, "batch"):
+                rates = {i: client_sample_rate(n, config.batch_size, config.ldp_rate) for i, n in enumerate(sizes)}
+            else:
+                rates = None
             plan = {}
         else:
-            plan = calibrate_client_noise(
-                sizes, epsilon=config.epsilon, delta=config.delta, rounds=config.rounds, epochs=config.local_epochs,
+            plan = calibrate_client_noise(sizes, CalibrationTarget(
+                epsilon=config.epsilon, delta=config.delta, rounds=config.rounds, epochs=config.local_epochs,
                 batch_size=config.batch_size, participation=config.participation, client_rate=config.clients_per_round,
-                sample_rate=config.sample_rate, accountant=config.accountant,
-            )
+                sample_rate=config.sample_rate, accountant=config.accountant, rate_rule=config.ldp_rate or "batch",
+            ))
             sigmas = {i: p.noise_multiplier for i, p in plan.items()}
             rates = {i: p.sample_rate for i, p in plan.items()}
         budget = (float(config.epsilon), float(config.delta)) if config.epsilon is not None else None
@@ -389,11 +420,11 @@ def train_privatefl(
 ):
     """Train PrivateFL as ``config`` says; returns the :class:`~privaudit.fl.engine.round_loop.FederationResult`.
 
-    Runs ``config.train_spec()`` through :func:`~privaudit.fl.engine.run.run_training`. ``dataset`` reuses a loaded
+    Runs ``config.train_spec()`` through :func:`~privaudit.fl.run.run_training`. ``dataset`` reuses a loaded
     federated dataset (it must be what ``config`` describes); ``out`` writes the checkpoint (manifest with the
     train spec, the algorithm's ``"privatefl"`` section — its settings and calibration — plus ``extra``).
     """
-    from privaudit.fl.engine.run import run_training
+    from privaudit.fl.run import run_training
 
     if not isinstance(config, PrivateFLConfig):
         raise InvalidParameterError("train_privatefl needs a PrivateFLConfig")

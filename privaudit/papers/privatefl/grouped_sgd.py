@@ -16,11 +16,12 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.engine.local_solver import ClientSolver
 from privaudit.fl.engine.params import State
 
 
 @dataclass(frozen=True)
-class GroupedSGD:
+class GroupedSGD(ClientSolver):
     """Mini-batch SGD with per-prefix learning-rate factors ``lr_scales`` (e.g. (("transform.", 20.0),))."""
 
     lr_scales: tuple[tuple[str, float], ...] = ()
@@ -38,7 +39,7 @@ class GroupedSGD:
         return 1.0
 
     def train_client(self, trainer, global_state: State, task, training_round: int):
-        from privaudit.fl.engine.trainer import LocalOutcome
+        from privaudit.fl.engine.local_solver import LocalOutcome
 
         schedule = trainer.schedule(task, training_round)
         x = torch.from_numpy(task.data.x_train)

@@ -367,8 +367,8 @@ def trained_ldp_run(claim: Claim, trials: int) -> Reading | PendingPart:
     """A real PrivateFL-LDP federation (issue 6's training code): its ledger's realised per-client ε.
 
     A scaled-down run (``trained_run`` parameters; rounds = min(max_rounds, 4·trials)) with the reference
-    calibration for expected participation, every round run (the paper's reported rounds) and overruns recorded,
-    so the ledger shows what each client spent.
+    calibration for expected participation and the reference's DP-SGD rate q = 1/len(DataLoader) (``ldp_rate="loader"``),
+    every round run (the paper's reported rounds) and overruns recorded, so the ledger shows what each client spent.
     """
     if not PRIVATEFL_TRAINING.available():
         return PendingPart("trained-ledger", "realised per-client ε from a trained PrivateFL-LDP federation's ledger",
@@ -381,7 +381,7 @@ def trained_ldp_run(claim: Claim, trials: int) -> Reading | PendingPart:
         from privaudit.papers.privatefl.experiment import PrivateFLConfig, train_privatefl
 
         config = PrivateFLConfig(**run, rounds=rounds, privacy="ldp", epsilon=eps, delta=delta, participation="expected",
-                                 budget_policy="record", eval_every=rounds)
+                                 budget_policy="record", eval_every=rounds, ldp_rate="loader")
         ledger = train_privatefl(config).ledger
         summary = ledger.summary(delta, "rdp")
         worst = max(summary.per_client.values(), key=lambda c: c.epsilon)
@@ -403,7 +403,7 @@ def trained_ldp_run(claim: Claim, trials: int) -> Reading | PendingPart:
     return Reading("trained-run", f"a trained PrivateFL-LDP federation over all its rounds ({run['num_clients']} clients, {rounds} rounds, "
                    f"{run['dataset']})",
                    Role.PAPER,
-                   "PrivateFL (issue 6's training code) with LDP calibrated for expected participation (the reference code) and "
-                   "every round run, as the paper reports its rounds; overruns are recorded in the ledger, whose per-client ε is "
-                   "the realised privacy.",
+                   "PrivateFL (issue 6's training code) with LDP calibrated for expected participation and trained at opacus' "
+                   "q = 1/⌈|D_i|/64⌉ (both the reference code's) and every round run, as the paper reports its rounds; overruns are "
+                   "recorded in the ledger, whose per-client ε is the realised privacy.",
                    eps, delta, analyse)

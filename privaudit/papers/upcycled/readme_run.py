@@ -24,6 +24,9 @@ Variants for comparison: ``--noise-rng seeded`` (independent seeded noise), ``--
 ``time.time`` when each release is privatized: privaudit's behaviour before the simulated clock, where a round's
 clients, privatized in one loop, share a few milliseconds), ``--no-double-softmax``, ``--no-privacy``, and
 ``--reference-sizes`` (FedProx's iid procedure with the reference files' client sizes, :func:`reference_sized_iid`).
+``--reference-data CHECKOUT`` trains on the reference repository's own ``synthetic_iid`` files (features, labels, clients
+and pooled test set, :func:`~privaudit.papers.upcycled.reference_data.load_reference_synthetic`): the data the
+reference's README run uses; ``benchmarks/reference_upcycled.py`` runs the reference code beside it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from typing import Any
 LAST_ROUNDS = 10
 #: Training examples per client of the reference's synthetic_iid files, read off
 #: osu-srml/Upcycled-FL@4dd7400:data/synthetic_iid/data/train/user_groups.json (6,043 in all; Σ p_i² = 0.0516).
-#: Their features and labels (``mytrain.pt``) are binary files not available offline.
+#: The features and labels themselves (``mytrain.pt``, ``mytest.pt``) are in the reference repository too and load with
+#: torch 2.13: ``--reference-data CHECKOUT`` trains on them (:mod:`privaudit.papers.upcycled.reference_data`).
 REFERENCE_TRAIN_SIZES = (446, 49, 367, 72, 417, 53, 144, 155, 78, 122, 467, 100, 53, 142, 45,
                          399, 296, 69, 385, 221, 117, 76, 189, 467, 482, 198, 133, 60, 68, 173)
 #: Test examples per client of the same files (osu-srml/Upcycled-FL@4dd7400:data/synthetic_iid/data/test/user_groups.json;
@@ -50,9 +54,9 @@ REFERENCE_TEST_SIZES = (50, 6, 41, 9, 47, 6, 16, 18, 9, 14, 52, 12, 6, 16, 5,
 
 def readme_spec(seed: int = 0, data_seed: int = 0, *, rounds: int = 80, double_softmax: bool = True,
                 noise_rng: str = "clock-ms", private: bool = True):
-    """The README private run as a :class:`~privaudit.fl.engine.run.TrainSpec` (module docstring)."""
+    """The README private run as a :class:`~privaudit.fl.run.TrainSpec` (module docstring)."""
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec
+    from privaudit.fl.run import TrainSpec
 
     return TrainSpec(
         algorithm="fedavg",
@@ -137,14 +141,19 @@ def _with_real_clock(spec, dataset):
 
 
 def run_readme(seed: int = 0, data_seed: int = 0, *, real_clock: bool = False, reference_sizes: bool = False,
-               **options: Any) -> ReadmeRun:
+               reference_data: str | None = None, **options: Any) -> ReadmeRun:
     """Train one README private run; accuracies are means over the last :data:`LAST_ROUNDS` rounds. ``reference_sizes``
-    trains on :func:`reference_sized_iid` instead of ``synthetic:iid``."""
+    trains on :func:`reference_sized_iid` instead of ``synthetic:iid``, ``reference_data`` (a checkout of the reference
+    repository) on its own ``synthetic_iid`` files (``data_seed`` then plays no part)."""
     from privaudit.data import load_dataset
-    from privaudit.fl.engine.run import run_training
+    from privaudit.fl.run import run_training
 
     spec = readme_spec(seed, data_seed, **options)
-    if reference_sizes:
+    if reference_data is not None:
+        from privaudit.papers.upcycled.reference_data import load_reference_synthetic
+
+        dataset = load_reference_synthetic(reference_data, "synthetic_iid")
+    elif reference_sizes:
         dataset = reference_sized_iid(data_seed)
     else:
         dataset = load_dataset(spec.dataset, seed=spec.data_seed, **spec.dataset_options)
@@ -167,7 +176,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--real-clock", action="store_true", help="clock-ms from time.time at each release (not reproducible)")
     parser.add_argument("--no-privacy", action="store_true", help="the same run without output perturbation")
     parser.add_argument("--reference-sizes", action="store_true", help="data with the reference files' client sizes")
+    parser.add_argument("--reference-data", metavar="CHECKOUT", default=None,
+                        help="train on the synthetic_iid files of this checkout of osu-srml/Upcycled-FL (4dd7400)")
     args = parser.parse_args(argv)
+    if args.reference_data is not None and args.reference_sizes:
+        parser.error("--reference-data and --reference-sizes choose different data; give one")
+    if args.reference_data is not None:
+        from privaudit.errors import PrivauditError
+        from privaudit.papers.upcycled.reference_data import load_reference_synthetic
+
+        try:  # a wrong checkout is one line and exit code 2, before any training
+            load_reference_synthetic(args.reference_data, "synthetic_iid")
+        except PrivauditError as error:
+            parser.exit(2, f"error: {error}\n")
     import torch
 
     torch.set_num_threads(1)
@@ -175,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for data_seed in args.data_seeds:
         for seed in args.seeds:
             run = run_readme(seed, data_seed, rounds=args.rounds, double_softmax=not args.no_double_softmax, noise_rng=args.noise_rng,
-                             real_clock=args.real_clock, private=not args.no_privacy, reference_sizes=args.reference_sizes)
+                             real_clock=args.real_clock, private=not args.no_privacy, reference_sizes=args.reference_sizes,
+                             reference_data=args.reference_data)
             print(f"{run.data_seed:>9} {run.seed:>4} {run.noise_weight:>6.4f} {run.test_accuracy:>18.4f} {run.train_accuracy:>19.4f} "
                   f"{run.seconds:>6.1f}", flush=True)
 

@@ -99,7 +99,7 @@ def test_composition_validity_is_decided_per_run(privacy, view, q, missing, fail
 # -- end to end through the CLI ---------------------------------------------------------------------
 def _train(path, noise: float | None, clients_per_round: float = 1.0, clip: float = 10.0):
     from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.engine.run import TrainSpec, run_training
+    from privaudit.fl.run import TrainSpec, run_training
 
     privacy = {"privacy": "output-perturbation", "privacy_options": {"clip": clip, "noise": noise}} if noise else {}
     spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=2, num_clients=10,

@@ -18,10 +18,10 @@ from privaudit.accounting.ledger import SERVER
 from privaudit.accounting.mechanisms import Composition, Gaussian, Neighbouring, Skellam, SubsampledGaussian
 from privaudit.cli.app import main
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import Algorithm
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.feddyn import FedDyn
 from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.algorithm import AGGREGATE_OF_CLIENTS, Algorithm
 from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import run_federation
@@ -29,7 +29,7 @@ from privaudit.fl.privacy.central_dp import CentralDP, CentralDPConfig, dp_fedav
 from privaudit.fl.privacy.distributed_dp import DistributedDPConfig, ddp_scale
 from privaudit.fl.privacy.local_dp import LocalDP
 from privaudit.fl.privacy.registry import privatize
-from privaudit.fl.privacy.server_release import AGGREGATE_ID, AGGREGATE_OF_CLIENTS, private_aggregate
+from privaudit.fl.privacy.server_release import AGGREGATE_ID, private_aggregate
 from tests.fl.conftest import make_dataset, tiny_model
 
 TINY = ["--num-clients", "4", "--dataset-option", "dim=5", "--dataset-option", "num_classes=2", "--local-epochs", "1",

@@ -116,7 +116,7 @@ def test_training_reports_nonnegative_weights():
     result = run_federation(data, _mlp(), FedReg(FedRegConfig(gamma=0.4, eta_s=0.2)), _config(), progress=False)
     assert result.final_accuracy is not None
     algorithm = FedReg(FedRegConfig(gamma=0.4, eta_s=0.2))
-    from privaudit.fl.algorithms.base import ClientContext
+    from privaudit.fl.engine.algorithm import ClientContext
 
     run_federation(data, _mlp(), algorithm, _config(rounds=1), progress=False)
     context = ClientContext(2, 2, 0, data.clients[0], 2, algorithm.context.seeds)

@@ -8,7 +8,7 @@ import torch
 
 from privaudit.accounting.ledger import PrivacyLedger
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext, ClientResult, SetupContext
+from privaudit.fl.engine.algorithm import ClientContext, ClientResult, SetupContext
 from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.params import model_state
 from privaudit.fl.engine.seeding import SeedTree

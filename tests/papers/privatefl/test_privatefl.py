@@ -13,7 +13,7 @@ from privaudit.accounting.ledger import SERVER
 from privaudit.cli.app import main
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.base import ClientContext
+from privaudit.fl.engine.algorithm import ClientContext
 from privaudit.fl.engine.checkpoint import TrainedFederation, read_ledger
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import run_federation

@@ -27,9 +27,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.local_training import make_schedule
-from privaudit.fl.engine.run import run_training
 from privaudit.fl.engine.seeding import SeedTree
 from privaudit.fl.privacy.clock_seed import ReferenceClock
+from privaudit.fl.run import run_training
 from privaudit.papers.upcycled.readme_run import readme_spec
 from tests.fl.conftest import make_dataset
 

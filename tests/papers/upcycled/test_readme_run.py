@@ -14,10 +14,11 @@ from privaudit.cli.app import main
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.local_solver import LocalTask
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
-from privaudit.fl.engine.trainer import ClientTrainer, LocalTask
+from privaudit.fl.engine.trainer import ClientTrainer
 from privaudit.models import build_model
 from privaudit.papers.upcycled.readme_run import (
     REFERENCE_TEST_SIZES,
@@ -69,7 +70,7 @@ def test_double_softmax_batched_equals_sequential_and_changes_training():
 
 
 def test_double_softmax_refused_by_solvers_with_their_own_loss():
-    from privaudit.fl.engine.local_training import ExactMinimiser
+    from privaudit.fl.engine.glm import ExactMinimiser
 
     data = make_dataset(sizes=(20,), dim=5, num_classes=3).clients[0]
     model, trainer = _trainer(True)

@@ -1,18 +1,23 @@
 """A training run described by names and options: the one entry point of ``privaudit train`` and the papers' APIs.
 
+It composes the layers below it — the algorithm registry, the privatizer registry and the round loop — so it sits
+above :mod:`privaudit.fl.privacy` (the engine imports neither algorithms nor privatizers).
+
 :class:`TrainSpec` is the JSON-ready description (dataset spec string, model name, algorithm name and
 options, privacy mechanism and options, the federation settings); :func:`run_training` completes it with the
 algorithm's own defaults (:attr:`~privaudit.fl.algorithms.registry.AlgorithmSpec.train_defaults`), loads the
 data, builds algorithm and model, runs the federation and, given ``out``, writes the checkpoint with the spec in
 its manifest (``"train_spec"``), so a run can be repeated from its checkpoint alone.
 
-Whatever a paper adds comes from its algorithm through the hooks of
-:class:`~privaudit.fl.algorithms.base.Algorithm`, never from a branch here: its privacy modes
-(``privacy_modes`` of its spec: PrivateFL calibrates σ for a claimed ε from the run), its model
-(:meth:`~privaudit.fl.algorithms.base.Algorithm.model_for`: PrivateFL's transformation), its manifest sections
-(:meth:`~privaudit.fl.algorithms.base.Algorithm.manifest_sections`: PFA's participation and uplink report) and
-its summary rows (:meth:`~privaudit.fl.algorithms.base.Algorithm.summary_rows`, read by ``privaudit train``
-from ``result.algorithm``).
+Whatever a paper adds comes from its algorithm through its declared capabilities
+(:mod:`privaudit.fl.engine.capabilities`), never from a branch here: its privacy modes (``privacy_modes`` of its
+spec: PrivateFL calibrates σ for a claimed ε from the run), its model
+(:class:`~privaudit.fl.engine.capabilities.ModelChoice`: PrivateFL's transformation), its manifest sections and its
+summary rows (:class:`~privaudit.fl.engine.capabilities.RunReport`: PFA's participation and uplink report; the rows
+are read by ``privaudit train`` through :meth:`~privaudit.fl.engine.round_loop.FederationResult.summary_rows`).
+
+Building models and training import torch; this module does not at import (``privaudit train`` parses
+its flags into a :class:`TrainSpec` first), so :func:`run_training` imports those modules when it is called.
 """
 
 from __future__ import annotations
@@ -22,8 +27,16 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from privaudit.accounting.mechanisms import Sampling
+from privaudit.data import load_dataset
+from privaudit.device import resolve_device
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.engine.config import ClientSampling, Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.algorithms.registry import algorithm_spec, make_algorithm
+from privaudit.fl.engine.capabilities import ModelChoice, RunReport
+from privaudit.fl.engine.checkpoint import CheckpointWriter
+from privaudit.fl.engine.config import Execution, FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
+from privaudit.fl.privacy.registry import privatize
 
 
 @dataclass(frozen=True)
@@ -37,7 +50,7 @@ class TrainSpec:
     privacy_options: dict[str, Any] = field(default_factory=dict)
     local: LocalTrainingConfig = field(default_factory=LocalTrainingConfig)
     clients_per_round: float = 1.0
-    sampling: str = ClientSampling.FIXED_SIZE.value
+    sampling: str = Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT.value
     stragglers: float = 0.0
     seed: int = 0
     data_seed: int = 0
@@ -75,8 +88,6 @@ class TrainSpec:
 
 def algorithm_defaults(spec: TrainSpec) -> dict[str, Any]:
     """The run settings ``spec``'s algorithm brings for its privacy mode and options (empty if none)."""
-    from privaudit.fl.algorithms.registry import algorithm_spec
-
     return algorithm_spec(spec.algorithm).defaults(spec.privacy, spec.algorithm_options)
 
 
@@ -89,9 +100,6 @@ def with_algorithm_defaults(spec: TrainSpec) -> TrainSpec:
 
 def build_algorithm(spec: TrainSpec):
     """The algorithm of ``spec`` with its privacy: the algorithm's own mode (``privacy_modes``) or a privatizer."""
-    from privaudit.fl.algorithms.registry import algorithm_spec, make_algorithm
-    from privaudit.fl.privacy.registry import privatize
-
     privacy_name = spec.privacy or "none"
     if algorithm_spec(spec.algorithm).privacy_modes:
         given = sorted(k for k, v in spec.privacy_options.items() if v is not None)
@@ -109,20 +117,18 @@ def build_algorithm(spec: TrainSpec):
 def training_model(algorithm, name: str, dataset, seed: int):
     """The model ``algorithm`` trains for model name ``name``: a registered name, or a module it builds (under the
     run's seeded model initialisation, as the federation builds a named model)."""
-    from privaudit.fl.engine.seeding import SeedTree, seeded_torch_global
-
-    chosen = algorithm.model_for(name)
+    chosen = ModelChoice.of(algorithm).model_for(name)
     if isinstance(chosen, str):
         return chosen
     return seeded_torch_global(SeedTree(seed).integer("model-init"), lambda: chosen(tuple(dataset.input_shape), dataset.num_classes))
 
 
-class _ManifestSections:
-    """Round observer placed before the checkpoint writer: puts the algorithm's end-of-run manifest sections
-    (:meth:`~privaudit.fl.algorithms.base.Algorithm.manifest_sections`) into the manifest it writes."""
+class ManifestSections:
+    """Round observer placed before the checkpoint writer: puts the trained algorithm's end-of-run manifest sections
+    (:meth:`~privaudit.fl.engine.capabilities.RunReport.manifest_sections`) into the manifest it writes."""
 
-    def __init__(self, writer, algorithm) -> None:
-        self.writer, self.algorithm = writer, algorithm
+    def __init__(self, writer: CheckpointWriter) -> None:
+        self.writer = writer
 
     def on_start(self, info) -> None:
         pass
@@ -134,7 +140,7 @@ class _ManifestSections:
         pass
 
     def on_end(self, result) -> None:
-        self.writer.extra.update(self.algorithm.manifest_sections())
+        self.writer.extra.update(RunReport.of(result.algorithm).manifest_sections())
 
 
 def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, dataset=None, save_client_updates: bool = False,
@@ -145,9 +151,7 @@ def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, datas
     checkpoint, whose manifest holds the completed spec (``"train_spec"``), the algorithm's own sections and
     ``extra``.
     """
-    from privaudit.data import load_dataset
-    from privaudit.device import resolve_device
-    from privaudit.fl.engine.checkpoint import CheckpointWriter
+    # torch (models, the round loop): imported on use, not at the CLI's start-up
     from privaudit.fl.engine.round_loop import run_federation
     from privaudit.models import default_model_for
 
@@ -172,6 +176,6 @@ def run_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, datas
     if out is not None:
         writer = CheckpointWriter(out, save_client_updates=save_client_updates, overwrite=overwrite,
                                   extra={"train_spec": spec.to_dict(), **(extra or {})})
-        observers += [_ManifestSections(writer, algorithm), writer]
+        observers += [ManifestSections(writer), writer]
     return run_federation(dataset, model, algorithm, config, observers=observers, progress=progress, device=device,
                           workers=spec.workers)
