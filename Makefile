@@ -62,8 +62,9 @@ claims-report: $(STAMP)
 	sed 's#](figures/#](claims-audit/figures/#g' reports/claims-audit/report.md > reports/claims-audit.md
 
 # Every evidence page re-rendered from its committed result file, no training: reports/<name>.md and its figures
-# ← reports/evidence/<name>.json (privaudit report FILE --out PAGE.md). Each page names the command that re-runs
-# its experiment (python -m privaudit.papers.<paper>.evidence ...), which writes the result file and renders the page.
+# ← reports/evidence/<name>.json (privaudit report FILE --out PAGE.md; each paper declares its pages). Each page names
+# the command that re-runs its experiment (python benchmarks/evidence_<name>.py ...), which writes the result file and
+# renders the page.
 evidence: $(STAMP)
 	@for result in reports/evidence/*.json; do \
 	  $(BIN)/python -m privaudit report $$result --out reports/$$(basename $$result .json).md || exit 1; done

@@ -33,6 +33,7 @@ from privaudit.audit import (
     Guesses,
     MultiSplit,
     OrderStatistics,
+    RouteOptions,
     Split,
     attack_metrics,
     estimate,
@@ -43,8 +44,8 @@ TARGET_SECONDS = 1.0
 
 
 def _cases(n: int) -> list[tuple[str, str, Callable[[np.ndarray, np.ndarray], object]]]:
-    def est(name: str, strategy=None, **options):
-        return lambda a, b: estimate(name, a, b, significance=0.05, delta=1e-5, strategy=strategy, **options)
+    def est(name: str, strategy=None, two_sided: bool = False):
+        return lambda a, b: estimate(name, a, b, significance=0.05, delta=1e-5, route_options=RouteOptions(strategy, two_sided))
 
     return [
         ("cp", "default: Bonferroni(OrderStatistics)", est("cp")),

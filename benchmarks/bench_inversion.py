@@ -32,23 +32,21 @@ import numpy as np
 import torch
 
 from attacks.inversion import (
-    AdaptiveMGAttack,
-    AdaptiveMGConfig,
     ClientKnowledge,
     DataSpec,
     DPSGDRelease,
     FedAvgRelease,
-    FedRegMGRelease,
     FedSGDRelease,
     InversionPayload,
     build_attack,
-    naive_and_adaptive,
     release_update,
     save_image_grid,
 )
 from attacks.metrics import score_reconstruction
 from privaudit.data.embedded import sample_images
 from privaudit.models import build_model, count_parameters
+from privaudit.papers.fedreg.attacks import AdaptiveMGAttack, AdaptiveMGConfig, naive_and_adaptive
+from privaudit.papers.fedreg.defences import FedRegMGRelease
 
 IMAGE_NAMES = ("astronaut", "chelsea", "coffee")
 # CIFAR-10 normalisation, as FedReg's CIFAR-10 pipeline (Zoesgithub/FedReg@34b081f) and JonasGeiping/breaching use it.
@@ -107,6 +105,11 @@ def record(row: Row, truth01: torch.Tensor, result: Any, spec: DataSpec, labels:
     row.images.append(rebuilt[scores.order])
 
 
+def to_device(weights: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    """The global weights on ``device``: the released client update is computed where they are."""
+    return {k: v.to(device) for k, v in weights.items()}
+
+
 def run_analytic(images01: torch.Tensor, device: str) -> list[Row]:
     rows = []
     for name in ("upcycled-mlp", "logreg"):
@@ -115,8 +118,8 @@ def run_analytic(images01: torch.Tensor, device: str) -> list[Row]:
                   short=f"analytic ({name})")
         for i in range(len(images01)):
             weights = seeded_weights(name, CIFAR, i)
-            payload = release_update(FedSGDRelease(), factory, weights, CIFAR.from_unit_range(images01[i : i + 1]),
-                                     torch.tensor([i]), CIFAR, device=device)
+            payload = release_update(FedSGDRelease(), factory, to_device(weights, device),
+                                     CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR)
             build_attack("analytic", device=device).reconstruct(payload)  # warm-up (first-call overheads)
             record(row, images01[i : i + 1], build_attack("analytic", device=device).reconstruct(payload), CIFAR, [i])
         rows.append(row)
@@ -124,8 +127,8 @@ def run_analytic(images01: torch.Tensor, device: str) -> list[Row]:
     factory = model_factory("upcycled-mlp", CIFAR)
     batch = torch.from_numpy(sample_images(32, ("astronaut", "chelsea", "coffee", "rocket"))[0])
     row = Row("analytic", "FedSGD, batch of 4", "upcycled-mlp", count_parameters(factory()), "closed form", target="≥ 60 dB")
-    payload = release_update(FedSGDRelease(), factory, seeded_weights("upcycled-mlp", CIFAR, 0), CIFAR.from_unit_range(batch),
-                             torch.tensor([0, 1, 2, 3]), CIFAR, device=device)
+    payload = release_update(FedSGDRelease(), factory, to_device(seeded_weights("upcycled-mlp", CIFAR, 0), device),
+                             CIFAR.from_unit_range(batch), torch.tensor([0, 1, 2, 3]), CIFAR)
     record(row, batch, build_attack("analytic", device=device).reconstruct(payload), CIFAR, [0, 1, 2, 3])
     rows.append(row)
     return rows
@@ -136,8 +139,8 @@ def run_ig_fedsgd(images01: torch.Tensor, iterations: int, device: str) -> Row:
     row = Row("inverting gradients", "FedSGD, 1 image", "convnet", count_parameters(factory()), str(iterations),
               target="≥ 20 dB", short="IG, FedSGD")
     for i in range(len(images01)):
-        payload = release_update(FedSGDRelease(), factory, seeded_weights("convnet", CIFAR, i),
-                                 CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR, device=device)
+        payload = release_update(FedSGDRelease(), factory, to_device(seeded_weights("convnet", CIFAR, i), device),
+                                 CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR)
         record(row, images01[i : i + 1], build_attack("ig", device=device, iterations=iterations).reconstruct(payload), CIFAR, [i])
     row.per_1000 = float(np.median(row.seconds)) * 1000 / iterations
     return row
@@ -150,8 +153,8 @@ def run_dlg(images01: torch.Tensor, steps: int, device: str) -> Row:
     row = Row("DLG", "FedSGD, 1 image", "lenet-dlg", count_parameters(factory()), f"{steps} L-BFGS steps",
               target="≥ 40 dB", short="DLG (LeNet)")
     for i in range(len(images01)):
-        payload = release_update(FedSGDRelease(), factory, seeded_weights("lenet-dlg", RAW, i),
-                                 RAW.from_unit_range(images01[i : i + 1]), torch.tensor([i]), RAW, device=device)
+        payload = release_update(FedSGDRelease(), factory, to_device(seeded_weights("lenet-dlg", RAW, i), device),
+                                 RAW.from_unit_range(images01[i : i + 1]), torch.tensor([i]), RAW)
         result = build_attack("dlg", device=device, **options).reconstruct(payload)
         record(row, images01[i : i + 1], result, RAW, [i])
         row.iterations = f"{steps} L-BFGS steps (≈{result.settings['function_evaluations']} evals)"
@@ -167,8 +170,9 @@ def run_fedavg(images01: torch.Tensor, iterations: int, device: str) -> list[Row
     single = Row("multi-step", f"FedAvg {steps} steps lr {lr}, attacker assumes one gradient", "convnet", params,
                  str(iterations), short=f"IG, FedAvg×{steps}, as 1 gradient")
     for i in range(len(images01)):
-        payload = release_update(FedAvgRelease(lr=lr, local_steps=steps), factory, seeded_weights("convnet", CIFAR, i),
-                                 CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR, device=device)
+        payload = release_update(FedAvgRelease(lr=lr, local_steps=steps), factory,
+                                 to_device(seeded_weights("convnet", CIFAR, i), device),
+                                 CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR)
         record(unrolled, images01[i : i + 1], build_attack("ig", device=device, iterations=iterations).reconstruct(payload), CIFAR, [i])
         as_gradient = InversionPayload(payload.model_factory, payload.global_weights,
                                        {k: -v / lr for k, v in payload.update.items()}, payload.data, ClientKnowledge(1))
@@ -185,8 +189,8 @@ def run_dpsgd(images01: torch.Tensor, iterations: int, device: str, sigmas: tupl
                   short=f"IG, DP-SGD σ={sigma:g}")
         for i in range(len(images01)):
             payload = release_update(DPSGDRelease(lr=0.01, local_steps=1, clip_norm=1.0, noise_multiplier=sigma), factory,
-                                     seeded_weights("convnet", CIFAR, i), CIFAR.from_unit_range(images01[i : i + 1]),
-                                     torch.tensor([i]), CIFAR, seed=i, device=device)
+                                     to_device(seeded_weights("convnet", CIFAR, i), device),
+                                     CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR, seed=i)
             record(row, images01[i : i + 1], build_attack("ig", device=device, iterations=iterations).reconstruct(payload), CIFAR, [i])
         rows.append(row)
     return rows
@@ -206,9 +210,9 @@ def run_fedreg(images01: torch.Tensor, iterations: int, device: str, fgsm_steps:
                    short="FedReg+MG, adaptive + label")
     for i in range(len(images01)):
         for labels_known in (False, True):
-            payload = release_update(defence, factory, seeded_weights("convnet", CIFAR, i),
+            payload = release_update(defence, factory, to_device(seeded_weights("convnet", CIFAR, i), device),
                                      CIFAR.from_unit_range(images01[i : i + 1]), torch.tensor([i]), CIFAR,
-                                     device=device, labels_known=labels_known)
+                                     labels_known=labels_known)
             if labels_known:
                 record(informed, images01[i : i + 1], AdaptiveMGAttack(config, device).reconstruct(payload), CIFAR, [i])
                 continue

@@ -66,7 +66,8 @@ def run_case(dataset: str, model: str, defence: str, images: int, iterations: in
         return build_model(model, spec.shape, spec.num_classes)
 
     release = parse_defence(defence)
-    payloads = [release_update(release, factory, weights, inputs[u:u + 1], labels[u:u + 1], spec, seed=u, device=device)
+    on_device = {k: v.to(device) for k, v in weights.items()}  # the client runs where its global weights are
+    payloads = [release_update(release, factory, on_device, inputs[u:u + 1], labels[u:u + 1], spec, seed=u)
                 for u in range(images)]
     attack = build_attack("ig", device=device, iterations=iterations, restarts=1)
     dev = torch.device(device)

@@ -18,8 +18,16 @@ records, so FedAvg's example weights are equal and the tap records the DP rounds
 RDP accountant, no amplification) is kept and classified by ``compute-epsilon --checkpoint``: a certified upper bound
 when every node trains (``--fraction 1``, the default), not an upper bound when fewer are sampled — and refuted with
 ``--clients 10 --fraction 0.5 --noise 1 --rounds 10``, where Flower reports 19.05 and the rounds that ran have
-ε ≥ 31.27 at δ = 1e-5 (README, "Flower"). Seeded (``--seed``):
-Flower's node sampling (Python's ``random``), the model's initialisation and every client's mini-batches.
+ε ≥ 31.27 at δ = 1e-5 (README, "Flower").
+
+``--adaptive`` (or ``--adaptive client``) wraps FedAvg in Flower's adaptive-clipping wrapper instead
+(``DifferentialPrivacyServerSideAdaptiveClipping``, or ``DifferentialPrivacyClientSideAdaptiveClipping`` with
+``adaptiveclipping_mod`` added to the ClientApp): σ is the noise multiplier z it is configured with, ``--clip`` the
+initial clip norm and ``--count-stddev`` the noise σ_b of its clipped count (Flower's default m/20, which requires
+z < m/10). The tap records both releases of every round (the count and the mean, at the clip norm of that round) and
+the run prints the clip norms C_t it went through; Flower's adaptive wrappers keep no ε of their own. Seeded
+(``--seed``): Flower's node sampling (Python's ``random``), the model's initialisation and every client's mini-batches;
+with ``--adaptive`` also Flower's DP noise (NumPy's global generator), which there steers the clip norm too.
 """
 
 from __future__ import annotations
@@ -56,28 +64,46 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
     """The Flower app, recording into ``out``; ``mods`` are appended to the ClientApp's mods (the canary audit's)."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
+    from flwr.clientapp.mod import adaptiveclipping_mod
     from flwr.serverapp import NeighboringRelation, PrivacyConfig, RdpAccountant, SamplingMethod, ServerApp
-    from flwr.serverapp.strategy import DifferentialPrivacyServerSideFixedClipping, FedAvg
+    from flwr.serverapp.strategy import (
+        DifferentialPrivacyClientSideAdaptiveClipping,
+        DifferentialPrivacyServerSideAdaptiveClipping,
+        DifferentialPrivacyServerSideFixedClipping,
+        FedAvg,
+    )
 
+    from privaudit.errors import InvalidParameterError
     from privaudit.interop.flower import AuditTap, FlowerApp, tap_mod
 
     parts, held_out = digits_partition(args.clients, args.per_client, args.seed)
     data = DatasetReference.packaged("digits", partition=parts, non_members=held_out)
     torch.manual_seed(args.seed)
     net = make_model()
-    recorder = FederationRecorder(out, model=net, dataset=data, seed=args.seed, algorithm="flower-fedavg", framework="flwr",
-                                  overwrite=args.overwrite)
     sampled = max(1, int(args.clients * args.fraction))
     # min_train_nodes: FedAvg counts the connected nodes before waiting for them, so round 1 could sample fewer
     strategy = FedAvg(fraction_train=args.fraction, fraction_evaluate=0.0, min_train_nodes=sampled,
                       min_available_nodes=args.clients)
-    if args.noise > 0:  # Flower's own accountant too: the tap keeps its ε beside privaudit's
+    client_mods = [tap_mod]
+    if args.noise > 0 and args.adaptive:
+        wrapper = (DifferentialPrivacyServerSideAdaptiveClipping if args.adaptive == "server"
+                   else DifferentialPrivacyClientSideAdaptiveClipping)
+        try:
+            strategy = wrapper(strategy, args.noise, sampled, initial_clipping_norm=args.clip,
+                               clipped_count_stddev=args.count_stddev)
+        except ValueError as exc:  # e.g. z ≥ 2σ_b: Flower's message says which setting to change
+            raise InvalidParameterError(" ".join(str(exc).split())) from None
+        if args.adaptive == "client":
+            client_mods.append(adaptiveclipping_mod)  # clips to the C_t the wrapper sends, reports the norm bit
+    elif args.noise > 0:  # Flower's own accountant too: the tap keeps its ε beside privaudit's
         accountant = RdpAccountant(PrivacyConfig(1e-5, args.clients, NeighboringRelation.ADD_OR_REMOVE_ONE,
                                                  SamplingMethod.NO_AMPLIFICATION))
         strategy = DifferentialPrivacyServerSideFixedClipping(strategy, args.noise, args.clip, sampled, accountant=accountant)
+    recorder = FederationRecorder(out, model=net, dataset=data, seed=args.seed, algorithm="flower-fedavg", framework="flwr",
+                                  overwrite=args.overwrite)  # after the wrapper, which may refuse its settings
     tap = AuditTap(strategy, recorder=recorder, record_client_updates=args.record_client_updates)
 
-    client_app = ClientApp(mods=[tap_mod, *mods])
+    client_app = ClientApp(mods=[*client_mods, *mods])
 
     @client_app.train()
     def train(message: Message, context) -> Message:
@@ -117,6 +143,8 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
     @server_app.main()
     def main(grid, context) -> None:
         random.seed(args.seed)  # Flower samples nodes with Python's random
+        if args.adaptive:  # and draws its DP noise from NumPy's, which with adaptive clipping also steers C_t
+            np.random.seed(args.seed)
         tap.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()), num_rounds=args.rounds,
                   train_config=ConfigRecord({}), evaluate_fn=evaluate)
 
@@ -144,7 +172,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=0.3)
     parser.add_argument("--noise", type=float, default=0.5, help="noise multiplier σ of Flower's DP wrapper (0: no DP wrapper)")
-    parser.add_argument("--clip", type=float, default=1.0, help="clip norm C of each client's update")
+    parser.add_argument("--clip", type=float, default=1.0, help="clip norm C of each client's update (initial C with --adaptive)")
+    parser.add_argument("--adaptive", nargs="?", const="server", choices=("server", "client"), default=None,
+                        help="Flower's adaptive-clipping wrapper instead of fixed clipping (server- or client-side clipping)")
+    parser.add_argument("--count-stddev", type=float, default=None,
+                        help="with --adaptive: noise std σ_b of the clipped count (default Flower's m/20)")
     parser.add_argument("--record-client-updates", action="store_true", help="also record what each client sent")
     parser.add_argument("--canary-audit", type=int, default=0, metavar="M",
                         help="then re-run the app with M canaries (a client mod) and audit it in one run")
@@ -154,14 +186,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--verbose", action="store_true", help="show Flower's log")
     args = parser.parse_args(argv)
-    from privaudit.errors import PrivauditError
+    from privaudit.errors import InvalidParameterError, PrivauditError
 
     try:
+        if args.adaptive and args.canary_audit:
+            raise InvalidParameterError("--canary-audit is not offered with --adaptive: the canary's norm would have to "
+                                        "stay within every round's clip norm C_t, which moves")
         out = Path(args.out)
         app = build_app(out, args)
         app.run(quiet=not args.verbose)
         final = app.tap.recorder.path
         print(f"recorded the Flower run in {final}")
+        if args.adaptive and args.noise > 0:
+            from privaudit.fl.engine.checkpoint import TrainedFederation
+            from privaudit.interop.flower.tap import CLIP_METRIC
+
+            clips = [m.get("other", {}).get(CLIP_METRIC) for m in TrainedFederation(final).manifest["metrics"]]
+            print("adaptive clip norm C_t per round: " + ", ".join("—" if c is None else f"{c:.4g}" for c in clips))
         if args.canary_audit:
             from privaudit.interop.flower import FlowerCanaryOptions, run_flower_canary_audit
             from privaudit.report.results import make_result, write_result

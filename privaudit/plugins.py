@@ -28,6 +28,8 @@ from privaudit.errors import InvalidParameterError
 
 #: The entry-point group under which packages register their :class:`Paper`.
 ENTRY_POINT_GROUP = "privaudit.papers"
+#: The parts of a :class:`Paper` that map public names to a :class:`Ref`, merged over the papers by :func:`collected`.
+PARTS = ("algorithm_wrappers", "privacy", "models", "closed_forms", "datasets", "attacks", "defences", "extras")
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,17 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @dataclass(frozen=True)
 class EvidencePageRef:
-    """One committed evidence page: result kind, page name (``reports/<name>.md``) and its renderer."""
+    """One committed evidence page: result kind, page name (``reports/<name>.md``) and its renderer.
+
+    ``data_keys`` are the keys a result of this kind must hold in its ``data`` and ``inputs`` the inputs it must
+    declare (the other files its page is rendered with); both are checked when such a result is written or read.
+    """
 
     kind: str
     name: str
     renderer: Ref
+    data_keys: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,20 +92,35 @@ class Paper:
     title: str
     #: modules defining ``SPECS`` (torch-free algorithm specifications), read by the algorithm registry
     algorithm_specs: tuple[str, ...] = ()
+    #: wrapper name → a ``privaudit.fl.algorithms.spec_types.WrapperSpec``: every base algorithm X is also ``<name>-X``
+    algorithm_wrappers: Mapping[str, Ref] = field(default_factory=dict)
+    #: ``--privacy`` name → a ``privaudit.fl.privacy.registry.PrivacySpec`` (mechanisms the paper defines or names)
+    privacy: Mapping[str, Ref] = field(default_factory=dict)
     #: modules defining ``CLAIMS``, read by the claim registry
     claim_modules: tuple[str, ...] = ()
     evidence_pages: tuple[EvidencePageRef, ...] = ()
+    #: model name → a ``privaudit.models.ModelSpec`` (builder and one-line summary), built by ``build_model``
     models: Mapping[str, Ref] = field(default_factory=dict)
+    #: closed-form name → a ``privaudit.accounting.closed_form.ClosedFormSpec`` (the paper's printed bounds)
     closed_forms: Mapping[str, Ref] = field(default_factory=dict)
     datasets: Mapping[str, Ref] = field(default_factory=dict)
     attacks: Mapping[str, Ref] = field(default_factory=dict)
+    #: client-side defences an inversion experiment can release under (``parse_defence``'s spec names)
+    defences: Mapping[str, Ref] = field(default_factory=dict)
+    #: named hooks with one consumer each, documented where consumed (``central-dp``: the
+    #: ``privaudit.fl.privacy.central_dp.CentralDP`` subclass that runs its median variants)
     extras: Mapping[str, Ref] = field(default_factory=dict)
+    #: plain values; ``default_models`` = {input kind: model name} for runs that name no model
+    #: (``privaudit.models.default_model_for``)
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: the paper's part of ``make demo``: a ``privaudit.cli.demo.DemoPart`` (its tour of ``compute-epsilon`` over the
+    #: paper's headline settings and the evidence steps after the default audit suite)
+    demo: Ref | None = None
 
     def __post_init__(self) -> None:
         if not self.key or not self.key.replace("-", "").replace("_", "").isalnum():
             raise InvalidParameterError(f"a paper's key is a short name (letters, digits, - and _), got {self.key!r}")
-        for name in ("models", "closed_forms", "datasets", "attacks", "extras", "defaults"):
+        for name in (*PARTS, "defaults"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
 
@@ -132,12 +155,12 @@ def paper(key: str) -> Paper:
 
 
 def collected(part: str) -> dict[str, tuple[Paper, Ref]]:
-    """Every paper's ``part`` (``models``, ``closed_forms``, ``datasets``, ``attacks``, ``extras``) merged by name.
+    """Every paper's ``part`` (one of :data:`PARTS`) merged by name, in paper-key order.
 
     A name contributed twice is one clear error naming both papers.
     """
-    if part not in ("models", "closed_forms", "datasets", "attacks", "extras"):
-        raise InvalidParameterError(f"unknown plug-in part {part!r}")
+    if part not in PARTS:
+        raise InvalidParameterError(f"unknown plug-in part {part!r}; parts: {', '.join(PARTS)}")
     merged: dict[str, tuple[Paper, Ref]] = {}
     for candidate in papers():
         for name, ref in getattr(candidate, part).items():

@@ -7,7 +7,7 @@ function):
 * ``import x`` / ``from x import y`` (relative imports resolved against the module's package);
 * ``importlib.import_module("x")`` / ``__import__("x")`` with a literal string;
 * a string constant that is exactly a dotted module name of this project (optionally ``module:attribute``): the
-  plugin lists that are imported by name later (``ALGORITHM_MODULES``, ``CLAIM_MODULES``, claims' ``recipe``).
+  references that are imported by name later (the papers' ``PAPER`` values, claims' ``recipe``).
 
 A dependency breaks a rule when the importing module lies in the rule's layer and the imported name lies in one of
 the rule's forbidden packages (prefix match on whole dotted components: ``torch`` forbids ``torch.nn`` but not
@@ -106,22 +106,7 @@ RULES = (
 
 #: (file relative to the repository, imported module) → reason. An entry covers the module and the names imported
 #: from it. Keep this list short and explicit; each entry says why it is allowed or which issue removes it.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # Documented plugin lists: the registries name the spec / claims modules of the papers as strings and import
-    # them lazily on first use, so the generic layer never imports a paper at import time, and adding a paper means
-    # adding one line here rather than an import cycle.
-    ("privaudit/fl/algorithms/registry.py", "privaudit.papers.pfa.specs"): "ALGORITHM_MODULES plugin list",
-    ("privaudit/fl/algorithms/registry.py", "privaudit.papers.privatefl.specs"): "ALGORITHM_MODULES plugin list",
-    ("privaudit/fl/algorithms/registry.py", "privaudit.papers.fedreg.specs"): "ALGORITHM_MODULES plugin list",
-    ("privaudit/audit/claims.py", "privaudit.papers.upcycled.claims"): "CLAIM_MODULES plugin list",
-    ("privaudit/audit/claims.py", "privaudit.papers.privatefl.claims"): "CLAIM_MODULES plugin list",
-    ("privaudit/audit/claims.py", "privaudit.papers.pfa.claims"): "CLAIM_MODULES plugin list",
-    ("privaudit/audit/claims.py", "privaudit.papers.fedreg.claims"): "CLAIM_MODULES plugin list",
-    # To remove (issue 14): the model registry builds ``privatefl-dnn-in`` with PrivateFL's personalised
-    # transformation (which registers opacus per-sample rules through privaudit.fl.privacy.dpsgd). The paper's
-    # package should register that model itself, through a plugin list like ALGORITHM_MODULES.
-    ("privaudit/models.py", "privaudit.papers.privatefl.transform"): "PrivateFL's personalised model in the registry",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _excepted(dep: Dependency) -> bool:
@@ -153,6 +138,14 @@ def _resolve_relative(importer: str, is_package: bool, level: int, module: str |
     return ".".join([*base, module] if module else base)
 
 
+def _is_type_checking_block(node: ast.AST) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def dependencies(rel: str, source: str) -> list[Dependency]:
     """Everything the module at ``rel`` (a path relative to the repository) with text ``source`` depends on."""
     importer = _module_name(rel)
@@ -161,7 +154,12 @@ def dependencies(rel: str, source: str) -> list[Dependency]:
     def add(node: ast.AST, name: str) -> None:
         found.append(Dependency(rel, node.lineno, importer, name))
 
-    for node in ast.walk(ast.parse(source, filename=rel)):
+    tree = ast.parse(source, filename=rel)
+    type_only = {id(child) for node in ast.walk(tree) if _is_type_checking_block(node)
+                 for stmt in node.body for child in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # ``if TYPE_CHECKING:`` imports never run
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(node, alias.name)
@@ -255,3 +253,159 @@ def _violations_in(relpath: str, source: str) -> list[str]:
 )
 def test_checker_finds_what_it_should(relpath, source, expected):
     assert sorted(_violations_in(relpath, source)) == sorted(expected)
+
+
+# --------------------------------------------------------------------------------------------------
+# Ranked layers and cycles: every dependency points down (or within its layer), and nothing imports in a circle
+# --------------------------------------------------------------------------------------------------
+
+#: The layers from the bottom up. A module may depend on its own layer and the layers below it, never above; a
+#: package not listed here fails :func:`test_every_module_has_a_layer` until it is placed deliberately.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # shared utilities that know no feature: errors, range checks, output folders, the plug-in registry's type,
+    # progress bars, tables, devices, the JSON Schemas, the package's own metadata
+    ("privaudit.errors", "privaudit.checks", "privaudit.output_folder", "privaudit.plugins", "privaudit.device",
+     "privaudit.request_checks", "privaudit.progress", "privaudit.tables", "privaudit.schemas", "privaudit"),
+    ("privaudit.accounting",),          # ε from mechanisms; numpy/scipy only
+    ("privaudit.stats",),               # ε lower bounds from scores
+    ("privaudit.data",),
+    ("privaudit.models",),
+    ("privaudit.executor",),
+    ("privaudit.report",),              # renders result files (no trainer, no audit)
+    ("privaudit.fl.engine",),           # the one round loop, trainers, checkpoints
+    ("privaudit.fl.algorithms",),
+    ("privaudit.fl.privacy",),
+    ("privaudit.fl.run", "privaudit.fl"),
+    ("privaudit.fl.canaries",),
+    ("privaudit.fl.train_request",),
+    ("attacks.metrics", "attacks"),
+    ("attacks.membership",),
+    ("attacks.inversion",),
+    ("privaudit.check",),               # declared against observed
+    ("privaudit.audit",),
+    ("privaudit.papers",),              # the audited systems, plugged in through privaudit.plugins
+    ("privaudit.interop",),
+    ("privaudit.cli", "privaudit.__main__"),
+)
+
+#: (file, imported module) → why this dependency may point up or close a cycle. Keep it short; every entry says why.
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("privaudit/plugins.py", "privaudit.papers"): "the entry-point group's name ('privaudit.papers') is a string the "
+                                                  "registry reads entry points by, not an import",
+}
+
+_ALL_LAYER_ENTRIES = sorted({entry for layer in LAYERS for entry in layer}, key=len, reverse=True)
+
+
+def _layer_entry(module: str) -> str | None:
+    """The most specific layer entry a module belongs to (``privaudit`` itself matches only privaudit/__init__)."""
+    for entry in _ALL_LAYER_ENTRIES:
+        if module == entry or (entry != "privaudit" and module.startswith(entry + ".")):
+            return entry
+    return None
+
+
+def _rank(module: str) -> int:
+    entry = _layer_entry(module)
+    return next(i for i, layer in enumerate(LAYERS) if entry in layer)
+
+
+def _project_modules() -> set[str]:
+    return {_module_name(p.relative_to(ROOT).as_posix()) for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+
+
+def _resolved(dependencies: list[Dependency], modules: set[str]) -> list[tuple[Dependency, str]]:
+    """Each dependency on the project with the module it lands in (``from x import name`` → x unless x.name is one)."""
+    out = []
+    for dep in dependencies:
+        target = dep.imported
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        # a module's own ancestor packages run before it anyway (``from pkg import sub`` names pkg): not a dependency
+        if target and target != dep.importer and not dep.importer.startswith(target + "."):
+            out.append((dep, target))
+    return out
+
+
+def _layer_excepted(dep: Dependency, target: str) -> bool:
+    return any(dep.path == path and _within(target, module) for path, module in LAYER_EXCEPTIONS)
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in _project_modules() if _layer_entry(m) is None)
+    assert not unplaced, "modules in no layer (add their package to LAYERS where it belongs):\n" + "\n".join(unplaced)
+
+
+def test_every_dependency_points_down_the_layers():
+    upward = sorted({
+        f"{dep.path}:{dep.line}: {dep.importer} (layer {_rank(dep.importer)}) imports {target} (layer {_rank(target)})"
+        for dep, target in _resolved(all_dependencies(), _project_modules())
+        if _rank(target) > _rank(dep.importer) and not _layer_excepted(dep, target)
+    })
+    assert not upward, "dependencies pointing up the layers:\n" + "\n".join(upward)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan 1972), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    modules: dict[str, set[str]] = {}
+    packages: dict[str, set[str]] = {}
+    for dep, target in _resolved(all_dependencies(), _project_modules()):
+        if _layer_excepted(dep, target):
+            continue
+        modules.setdefault(dep.importer, set()).add(target)
+        source, sink = _layer_entry(dep.importer), _layer_entry(target)
+        if source != sink:
+            packages.setdefault(source, set()).add(sink)
+    return modules, packages
+
+
+def test_no_import_cycle_between_modules_or_packages():
+    """Function-level imports count: a cycle hidden inside a function is still a cycle."""
+    modules, packages = _graphs()
+    assert not _cycles(packages), f"import cycles between packages: {_cycles(packages)}"
+    assert not _cycles(modules), f"import cycles between modules: {_cycles(modules)}"
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_layer_exceptions_are_still_needed():
+    used = {(dep.path, module) for dep, target in _resolved(all_dependencies(), _project_modules())
+            for path, module in LAYER_EXCEPTIONS if dep.path == path and _within(target, module)}
+    assert set(LAYER_EXCEPTIONS) == used, f"stale layer exceptions: {sorted(set(LAYER_EXCEPTIONS) - used)}"

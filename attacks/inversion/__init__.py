@@ -2,8 +2,10 @@
 
 Threat model (what an attack receives): :class:`InversionPayload` = architecture factory + global weights +
 released update + :class:`DataSpec` + :class:`ClientKnowledge`. Attacks by name: :func:`build_attack`
-(``analytic``, ``label``, ``dlg``, ``ig``, ``adaptive-mg``, ``imprint`` — a malicious server that modifies the model). Client-side releases for experiments:
-:func:`release_update`. End-to-end entry point: :func:`run_inversion`.
+(``analytic``, ``label``, ``dlg``, ``ig``, ``imprint`` — a malicious server that modifies the model — and the attacks
+the registered papers contribute: :func:`registered_attacks`). Client-side releases for experiments:
+:func:`release_update` under a defence by name (:func:`parse_defence`, :func:`registered_defences`). End-to-end entry
+point: :func:`run_inversion`.
 
 On models with BatchNorm every attack simulates the client in train mode: each layer normalises with the batch's own
 statistics, as a training client does, and the running buffers stay the global ones
@@ -11,43 +13,36 @@ statistics, as a training client does, and the running buffers stay the global o
 architectures too, which used the stored running statistics (eval mode) before the BatchNorm prior was added.
 """
 
-from .adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig, naive_and_adaptive
 from .analytic import AnalyticAttack, AnalyticConfig
 from .base import InversionAttack
 from .client_simulation import FedSGDGradient, UnrolledLocalSGD
 from .dlg import DLGAttack, DLGConfig
 from .experiment import (
-    DEFENCE_SPECS,
     InversionExperiment,
     InversionRun,
     ScoredAttack,
     attack_and_score,
+    defence_specs,
     parse_defence,
     run_inversion,
 )
-from .fedreg_forward import FedRegLocalTraining, fgsm_pseudo_inputs, modified_gradient, sign_straight_through
 from .figures import save_image_grid
 from .imprint import ImprintAttack, ImprintConfig
 from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
 from .label_attack import LabelInferenceAttack, LabelInferenceConfig
 from .labels import infer_labels
-from .registry import ATTACKS, attack_options, available_attacks, build_attack
+from .registry import attack_options, available_attacks, build_attack, registered_attacks
 from .release import (
     DPSGDRelease,
     FedAvgRelease,
-    FedRegMGRelease,
     FedSGDRelease,
-    build_defence,
     clipped_noisy_gradient,
+    registered_defences,
     release_update,
 )
 from .threat_model import ClientKnowledge, DataSpec, InversionPayload, InversionResult
 
 __all__ = [
-    "ATTACKS",
-    "DEFENCE_SPECS",
-    "AdaptiveMGAttack",
-    "AdaptiveMGConfig",
     "AnalyticAttack",
     "AnalyticConfig",
     "ClientKnowledge",
@@ -56,8 +51,6 @@ __all__ = [
     "DPSGDRelease",
     "DataSpec",
     "FedAvgRelease",
-    "FedRegLocalTraining",
-    "FedRegMGRelease",
     "FedSGDGradient",
     "FedSGDRelease",
     "ImprintAttack",
@@ -77,15 +70,13 @@ __all__ = [
     "attack_options",
     "available_attacks",
     "build_attack",
-    "build_defence",
     "clipped_noisy_gradient",
-    "fgsm_pseudo_inputs",
+    "defence_specs",
     "infer_labels",
-    "modified_gradient",
-    "naive_and_adaptive",
     "parse_defence",
+    "registered_attacks",
+    "registered_defences",
     "release_update",
     "run_inversion",
     "save_image_grid",
-    "sign_straight_through",
 ]

@@ -180,6 +180,7 @@ class AnalyticAttack(InversionAttack):
 
     name: ClassVar[str] = "analytic"
     description: ClassVar[str] = "closed-form input recovery from a fully connected first layer with bias"
+    config_class: ClassVar[type] = AnalyticConfig
 
     def __init__(self, config: AnalyticConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or AnalyticConfig(), device)

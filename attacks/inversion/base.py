@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
@@ -45,16 +45,47 @@ def config_record(config: Any) -> dict[str, Any]:
     return record
 
 
+@runtime_checkable
+class PrecisionChoice(Protocol):
+    """An attack configuration that chooses its float precision (``float32`` or ``float64``); others run in float32."""
+
+    precision: str
+
+
 class InversionAttack(ABC):
-    """Base class: holds the configuration and device, times ``_run`` and records the settings."""
+    """Base class: holds the configuration and device, times ``_run`` and records the settings.
+
+    Every attack, built in or a paper's plug-in (:func:`attacks.inversion.registry.registered_attacks`), declares its
+    registry ``name``, a one-line ``description`` and its frozen configuration dataclass ``config_class`` (the options
+    :func:`~attacks.inversion.registry.build_attack` accepts are its fields), and implements :meth:`_run`.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str]
+    config_class: ClassVar[type]
+
+    @classmethod
+    def options_for_defence(cls, defence: Any) -> dict[str, Any]:
+        """Configuration options this attacker takes from the defence it attacks in an experiment
+        (:func:`attacks.inversion.experiment.run_inversion`): the protocol is public, so an attacker that simulates
+        the client may assume its settings. Options given explicitly override them. Default: none."""
+        return {}
+
+    #: The trained runs whose local step this attacker simulates beyond plain SGD (named in a checkpoint attack's
+    #: notes, :mod:`attacks.inversion.checkpoint_payload`); ``None``: it unrolls plain SGD.
+    simulates_runs: ClassVar[str | None] = None
+
+    @classmethod
+    def options_for_run(cls, algorithm: str, algorithm_options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Configuration options this attacker takes from a trained run it attacks (a checkpoint's algorithm and its
+        options), with notes on what it assumes instead: a white-box attacker of a trained federation knows its
+        protocol. Options given explicitly override them. Default: none."""
+        return {}, []
 
     def __init__(self, config: Any, device: torch.device | str = "cpu") -> None:
         self.config = config
         self.device = torch.device(device)
-        precision = getattr(config, "precision", "float32")
+        precision = config.precision if isinstance(config, PrecisionChoice) else "float32"
         if precision not in PRECISIONS:
             raise InvalidParameterError(f"unknown precision {precision!r}; choose float32 or float64")
         self.dtype = PRECISIONS[precision]

@@ -29,7 +29,7 @@ of the 16 by at most 0.03 dB (33.88 vs 33.85, 34.09 vs 34.09). The two modes are
 computation: a result records which ran (``settings["batched"]``).
 
 Attacks are grouped by what a lane shares (the client simulation, the data format, the global weights' shapes):
-each group is one optimisation. A simulator without a functional form (FedReg's, used by ``adaptive-mg``)
+each group is one optimisation. A simulator without a functional form (a plug-in attack's own client model)
 makes :func:`functional_simulation` return ``None`` and the caller runs those attacks one by one.
 
 With the BatchNorm-statistics prior on (:mod:`attacks.inversion.bn_prior`), each lane adds α_BN·R_BN(x_l) against its
@@ -49,8 +49,8 @@ from torch.func import grad, grad_and_value, vmap
 
 from .bn_prior import BatchNormTarget, bn_prior
 from .client_simulation import ClientSimulator, FedSGDGradient, UnrolledLocalSGD, batch_slices
+from .descent import descent_step
 from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
-from .inverting_gradients import descent_step
 from .labels import infer_labels
 from .objectives import Distance, total_variation
 from .threat_model import InversionPayload
@@ -115,26 +115,37 @@ class LaneSettings:
     bn_weight: float = 0.0  # α_BN of the BatchNorm prior (used when ``optimise_lanes`` gets a prior)
 
 
-def optimise_lanes(
-    simulate: FunctionalSimulation,
-    distance: Distance,
-    params: ParamDict,
-    shared_params: bool,
-    starts: torch.Tensor,
-    targets: torch.Tensor,
-    target_updates: dict[str, torch.Tensor],
-    box: tuple[torch.Tensor, torch.Tensor] | None,
-    settings: LaneSettings,
-    on_iteration: Callable[[int], None] | None = None,
-    prior: LanePrior | None = None,
-    prior_targets: dict[str, torch.Tensor] | None = None,
-) -> list[LaneOutcome]:
-    """Signed-Adam gradient matching for all lanes at once (Geiping et al.'s optimiser, per lane).
+@dataclass(frozen=True)
+class LaneProblem:
+    """What every lane matches: the simulated client update, the distance, the global weights — the same for every
+    lane (``shared_params``) or stacked ``[L, ...]`` — the box of valid inputs and an optional prior term
+    ``prior(params, x, statistics)`` (the BatchNorm prior, weighted by ``LaneSettings.bn_weight``)."""
 
-    ``starts`` ``[L, n, ...]``, ``targets`` ``[L, n, C]``, ``target_updates`` ``{name: [L, ...]}``; ``params`` are the
-    global weights, the same for every lane (``shared_params``) or stacked ``[L, ...]``. ``prior(params, x, statistics)``
-    with ``prior_targets`` ``{name: [L, ...]}``: an extra term ``settings.bn_weight``·prior per lane (the BatchNorm prior).
-    """
+    simulate: FunctionalSimulation
+    distance: Distance
+    params: ParamDict
+    shared_params: bool
+    box: tuple[torch.Tensor, torch.Tensor] | None = None
+    prior: LanePrior | None = None
+
+
+@dataclass(frozen=True)
+class LaneTargets:
+    """Each lane's start and what it must match: ``starts`` ``[L, n, ...]``, one-hot ``targets`` ``[L, n, C]``,
+    ``updates`` ``{name: [L, ...]}`` and, with a prior, its per-lane statistics ``prior_targets`` ``{name: [L, ...]}``."""
+
+    starts: torch.Tensor
+    targets: torch.Tensor
+    updates: dict[str, torch.Tensor]
+    prior_targets: dict[str, torch.Tensor] | None = None
+
+
+def optimise_lanes(problem: LaneProblem, lanes_in: LaneTargets, settings: LaneSettings,
+                   on_iteration: Callable[[int], None] | None = None) -> list[LaneOutcome]:
+    """Signed-Adam gradient matching for all lanes at once (Geiping et al. 2020's optimiser, per lane)."""
+    simulate, distance, params, box, prior = problem.simulate, problem.distance, problem.params, problem.box, problem.prior
+    starts, targets, target_updates, prior_targets = lanes_in.starts, lanes_in.targets, lanes_in.updates, lanes_in.prior_targets
+    shared_params = problem.shared_params
     param_dim = None if shared_params else 0
     statistics = prior_targets if prior is not None and prior_targets is not None else {}
 
@@ -244,6 +255,6 @@ def run_group(
 
         prior_targets = {k: torch.stack([a.bn_target.tensors()[k] for a in group for _ in range(restarts)])  # type: ignore[union-attr]
                          for k in structure.tensors()}
-    outcomes = optimise_lanes(simulate, distance, params, shared, starts, targets, updates, box, settings, on_iteration,
-                              prior, prior_targets)
+    outcomes = optimise_lanes(LaneProblem(simulate, distance, params, shared, box, prior),
+                              LaneTargets(starts, targets, updates, prior_targets), settings, on_iteration)
     return [(a, outcomes[i * restarts:(i + 1) * restarts]) for i, a in enumerate(group)]

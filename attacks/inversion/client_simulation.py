@@ -12,7 +12,7 @@ released update with respect to those inputs; :mod:`attacks.inversion.release` c
   functionally is the multi-step attack of Geiping et al. 2020 §5 ("FedAvg" updates) and breaching's
   ``local_update`` user.
 
-FedReg's local step lives in :mod:`attacks.inversion.fedreg_forward`.
+Papers add their own client models (the same :class:`ClientSimulator` protocol) for the attacks they contribute.
 """
 
 from __future__ import annotations

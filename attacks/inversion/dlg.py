@@ -154,6 +154,7 @@ class DLGAttack(InversionAttack):
     description: ClassVar[str] = (
         "Deep Leakage from Gradients: L2 matching with L-BFGS; known or iDLG-inferred labels, else joint"
     )
+    config_class: ClassVar[type] = DLGConfig
 
     def __init__(self, config: DLGConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or DLGConfig(), device)

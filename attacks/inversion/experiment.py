@@ -8,9 +8,10 @@ attack on each payload and scores the reconstructions (:mod:`attacks.metrics`). 
 Attacks that can (Inverting Gradients: ``reconstruct_many``) attack all updates in one optimisation, every
 update and restart a lane (:mod:`attacks.inversion.batched`); ``batched=False`` attacks them one by one.
 
-Defence specs: ``fedsgd``, ``fedavg``, ``fedprox``, ``fedreg`` (FedReg's local step without the modified
-gradient), ``fedreg-mg``, ``dpsgd:<σ>`` (DP-SGD with noise multiplier σ). For ``adaptive-mg`` against
-``fedreg``/``fedreg-mg`` the attacker assumes the defence's FedReg hyper-parameters unless ``attack_options`` override them (the protocol is public).
+Defence specs (:func:`defence_specs`): ``fedsgd``, ``fedavg``, ``fedprox``, ``dpsgd:<σ>`` (DP-SGD with noise
+multiplier σ) and the defences the registered papers contribute (:func:`attacks.inversion.release.registered_defences`).
+An attack may take settings from the defence it attacks (the protocol is public:
+:meth:`~attacks.inversion.base.InversionAttack.options_for_defence`); ``attack_options`` override them.
 
 Threat model: the server is honest-but-curious unless the attack has ``modify_model`` (``imprint``): that server is
 malicious — it modifies the model before the round (from public data: the records not attacked), every client
@@ -31,23 +32,20 @@ from typing import Any
 import numpy as np
 import torch
 
+import privaudit.data
 from privaudit.errors import InvalidParameterError
+from privaudit.models import build_model
 from privaudit.output_folder import write_file
 
-from ..metrics import score_reconstruction
+from ..metrics import label_accuracy, score_reconstruction
 from .convergence import FLAGGED
 from .figures import save_image_grid
-from .registry import ATTACKS, build_attack
-from .release import DPSGDRelease, FedAvgRelease, FedRegMGRelease, FedSGDRelease, release_update
+from .registry import build_attack, registered_attacks
+from .release import DPSGDRelease, registered_defences, release_update
 from .threat_model import DataSpec, InversionPayload
-
-#: Defence specs :func:`parse_defence` accepts (``dpsgd`` takes the noise multiplier σ after a colon).
-DEFENCE_SPECS: tuple[str, ...] = ("fedsgd", "fedavg", "fedprox", "fedreg", "fedreg-mg", "dpsgd:<σ>")
 
 #: The server of every attack that does not modify the model (it only reads the released update).
 HONEST_SERVER = "honest-but-curious (model unmodified)"
-
-_FEDREG_SHARED = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize")
 
 
 @dataclass(frozen=True)
@@ -69,8 +67,9 @@ class InversionExperiment:
     batched: bool = True
 
     def __post_init__(self) -> None:
-        if self.attack not in ATTACKS:
-            raise InvalidParameterError(f"unknown attack {self.attack!r}; choose one of: {', '.join(ATTACKS)}")
+        attacks = registered_attacks()
+        if self.attack not in attacks:
+            raise InvalidParameterError(f"unknown attack {self.attack!r}; choose one of: {', '.join(attacks)}")
         if self.num_images < 1 or self.examples_per_update < 1:
             raise InvalidParameterError("num_images and examples_per_update must be at least 1")
         if self.num_images % self.examples_per_update:
@@ -82,30 +81,28 @@ class InversionExperiment:
             raise InvalidParameterError(f"batched must be true or false, got {self.batched!r}")
 
 
+def defence_specs() -> tuple[str, ...]:
+    """The defence specs :func:`parse_defence` accepts: every registered defence by name, DP-SGD as ``dpsgd:<σ>``."""
+    return (*(name for name in registered_defences() if name != "dpsgd"), "dpsgd:<σ>")
+
+
 def parse_defence(spec: str, options: dict[str, Any] | None = None) -> Any:
-    """A defence object from ``fedsgd | fedavg | fedprox | fedreg | fedreg-mg | dpsgd:<σ>`` plus option overrides."""
+    """A defence object from a spec of :func:`defence_specs` (``dpsgd:<σ>`` sets σ) plus option overrides."""
     options = dict(options or {})
     name, _, argument = spec.partition(":")
+    factories = registered_defences()
     try:
-        if name == "fedsgd" and not argument:
-            return FedSGDRelease(**options)
-        if name == "fedavg" and not argument:
-            return FedAvgRelease(**options)
-        if name == "fedprox" and not argument:
-            return FedAvgRelease(**{"proximal_mu": 0.01, **options, "name": "fedprox"})
-        if name == "fedreg-mg" and not argument:
-            return FedRegMGRelease(**options)
-        if name == "fedreg" and not argument:
-            return FedRegMGRelease(**{**options, "use_modified_gradient": False, "name": "fedreg"})
         if name == "dpsgd":
             if argument:
                 options["noise_multiplier"] = float(argument)
-            return DPSGDRelease(**options)
+            return factories[name](**options)
+        if name in factories and not argument:
+            return factories[name](**options)
     except TypeError as exc:
         raise InvalidParameterError(f"bad options for defence {spec!r}: {exc}") from None
     except ValueError:
         raise InvalidParameterError(f"defence {spec!r}: the noise multiplier must be a number, e.g. dpsgd:1e-2") from None
-    raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: {', '.join(DEFENCE_SPECS)}")
+    raise InvalidParameterError(f"unknown defence {spec!r}; choose one of: {', '.join(defence_specs())}")
 
 
 def defence_epsilon(defence: Any, delta: float) -> float | None:
@@ -121,6 +118,7 @@ def defence_epsilon(defence: Any, delta: float) -> float | None:
         return None
     if defence.noise_multiplier == 0:
         return float("inf")
+    # the accountants load scipy and prv-accountant: only experiments with a DP-SGD release need them
     from privaudit.accounting import Composition, Gaussian
     from privaudit.accounting.accountants import get_accountant
 
@@ -218,8 +216,6 @@ def attack_and_score(
     counts fractions of updates. Every image carries its attack's optimisation status; a diverged attack's non-finite values
     are scored as 0 (and its images left out of :meth:`ScoredAttack.summary`).
     """
-    from ..metrics import label_accuracy
-
     records, truth, recon, psnrs, ssims, label_scores, statuses = [], [], [], [], [], [], []
     many = None
     if batched and hasattr(attack, "reconstruct_many") and len(batches) > 0:
@@ -257,11 +253,9 @@ def attack_and_score(
                         torch.cat(recon) if recon else None, statuses)
 
 
-def _pick_examples(cfg: InversionExperiment, dataset: Any = None) -> tuple[torch.Tensor, torch.Tensor, DataSpec]:
+def pick_examples(cfg: InversionExperiment, dataset: Any = None) -> tuple[torch.Tensor, torch.Tensor, DataSpec]:
     """The attacked examples and the data spec (``dataset``: ``cfg.dataset`` already loaded, else it is loaded)."""
-    from privaudit.data import load_dataset
-
-    dataset = load_dataset(cfg.dataset, seed=cfg.seed) if dataset is None else dataset
+    dataset = privaudit.data.load_dataset(cfg.dataset, seed=cfg.seed) if dataset is None else dataset
     x = np.concatenate([c.x_train for c in dataset.clients if c.num_train])
     y = np.concatenate([c.y_train for c in dataset.clients if c.num_train])
     if len(x) < cfg.num_images:
@@ -282,7 +276,7 @@ def _public_inputs(cfg: InversionExperiment, dataset: Any) -> torch.Tensor:
 
     The pooled training examples not chosen for the attack (other clients' records, and the attacked clients'
     own records that are not in the attacked batch) and the test split, in model space. ``dataset`` is
-    ``cfg.dataset`` as loaded by :func:`_pick_examples`.
+    ``cfg.dataset`` as loaded by :func:`pick_examples`.
     """
     x = np.concatenate([c.x_train for c in dataset.clients if c.num_train])
     rest = x[_attacked_order(cfg, len(x))[cfg.num_images :]]
@@ -290,12 +284,12 @@ def _public_inputs(cfg: InversionExperiment, dataset: Any) -> torch.Tensor:
     return torch.from_numpy(np.concatenate([rest, *tests]) if tests else rest)
 
 
-def _attack_options(cfg: InversionExperiment, defence: Any) -> dict[str, Any]:
+def attack_options_for(cfg: InversionExperiment, defence: Any) -> dict[str, Any]:
+    """The options ``cfg``'s attack is built with: ``cfg.attack_options``, then what the attacker takes from
+    ``defence`` (:meth:`~attacks.inversion.base.InversionAttack.options_for_defence`) where not given."""
     options = dict(cfg.attack_options)
-    if cfg.attack == "adaptive-mg" and isinstance(defence, FedRegMGRelease):
-        for key in _FEDREG_SHARED:
-            options.setdefault(key, getattr(defence, key))
-        options.setdefault("clamp_fgsm", defence.clamp_fgsm)
+    for key, value in registered_attacks()[cfg.attack].options_for_defence(defence).items():
+        options.setdefault(key, value)
     return options
 
 
@@ -304,12 +298,9 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
 
     ``progress(k)`` is called after the k-th update has been attacked.
     """
-    from privaudit.data import load_dataset
-    from privaudit.models import build_model
-
     start = time.perf_counter()
-    dataset = load_dataset(config.dataset, seed=config.seed)
-    inputs, labels, spec = _pick_examples(config, dataset)
+    dataset = privaudit.data.load_dataset(config.dataset, seed=config.seed)
+    inputs, labels, spec = pick_examples(config, dataset)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         weights = {k: v.detach().clone() for k, v in build_model(config.model, spec.shape, spec.num_classes).state_dict().items()}
@@ -318,18 +309,19 @@ def run_inversion(config: InversionExperiment, *, progress: Callable[[int], None
         return build_model(config.model, spec.shape, spec.num_classes)
 
     defence = parse_defence(config.defence, config.defence_options)
-    attack = build_attack(config.attack, device=config.device, **_attack_options(config, defence))
+    attack = build_attack(config.attack, device=config.device, **attack_options_for(config, defence))
     client_factory, client_weights, modification = factory, weights, None
     if hasattr(attack, "modify_model"):  # a malicious server: the clients train the model it modified
         modification = attack.modify_model(factory, weights, spec, _public_inputs(config, dataset), seed=config.seed)
         client_factory, client_weights = modification.factory, modification.weights
     per_update = config.examples_per_update
+    on_device = {k: v.to(config.device) for k, v in client_weights.items()}  # each client runs where its weights are
     batches = []
     for u in range(config.num_images // per_update):
         batch = slice(u * per_update, (u + 1) * per_update)
         payload = release_update(
-            defence, client_factory, client_weights, inputs[batch], labels[batch], spec,
-            seed=config.seed + u, device=config.device, labels_known=config.labels_known,
+            defence, client_factory, on_device, inputs[batch], labels[batch], spec,
+            seed=config.seed + u, labels_known=config.labels_known,
         )
         batches.append((payload, inputs[batch], labels[batch]))
     scored = attack_and_score(attack, batches, spec, seed=config.seed, progress=progress, batched=config.batched)

@@ -200,6 +200,7 @@ class ImprintAttack(InversionAttack):
 
     name: ClassVar[str] = "imprint"
     description: ClassVar[str] = "malicious server: imprint block prepended to the model, images read off its bins (Fowl et al. 2022)"
+    config_class: ClassVar[type] = ImprintConfig
 
     def __init__(self, config: ImprintConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or ImprintConfig(), device)

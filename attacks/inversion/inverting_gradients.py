@@ -38,9 +38,11 @@ import torch
 from privaudit.errors import InvalidParameterError
 
 from .base import InversionAttack, config_record, make_generator
+from .batched import LaneSettings, functional_simulation, group_key, prepare_attack, run_group
 from .bn_prior import BN_STATS_SOURCES, BatchNormTarget, bn_prior, bn_target
 from .client_simulation import ClientSimulator, plain_simulator
 from .convergence import finite_loss, optimisation_status
+from .descent import descent_step, step_milestones
 from .functional_model import FunctionalModel, one_hot
 from .labels import infer_labels
 from .limits import MAX_ITERATIONS, MAX_RESTARTS, count, finite, learning_rate
@@ -91,23 +93,6 @@ def optimizer_record(cfg: InvertingGradientsConfig) -> dict[str, Any]:
             "box_projection": cfg.boxed, "restarts": cfg.restarts, "precision": cfg.precision}
 
 
-def step_milestones(iterations: int) -> list[int]:
-    """Iterations at which the learning rate drops ×0.1: 3/8, 5/8 and 7/8 of the run (Geiping et al.)."""
-    return sorted({max(1, int(iterations * f)) for f in (3 / 8, 5 / 8, 7 / 8)})
-
-
-def descent_step(x: torch.Tensor, gradient: torch.Tensor, optimizer, scheduler, box, *, signed: bool) -> None:
-    """One step of IG's descent on the dummy images ``x``: Adam on the (signed) gradient, the step schedule, and the
-    projection onto the data range ``box`` (Geiping et al. 2020, §4: signed gradients, box constraint)."""
-    x.grad = gradient.sign() if signed else gradient
-    optimizer.step()
-    if scheduler is not None:
-        scheduler.step()
-    if box is not None:
-        with torch.no_grad():
-            x.copy_(torch.maximum(torch.minimum(x, box[1]), box[0]))
-
-
 def prepare_target(payload: InversionPayload, model: FunctionalModel) -> dict[str, torch.Tensor]:
     """The released update on the attack's device, in the model's precision."""
     return {k: v.detach().to(model.device, model.dtype) for k, v in payload.update.items()}
@@ -142,6 +127,7 @@ class InvertingGradientsAttack(InversionAttack):
         "Inverting Gradients: cosine matching + TV, signed Adam, box constraint, restarts "
         "(unrolls local steps for FedAvg/FedProx deltas)"
     )
+    config_class: ClassVar[type] = InvertingGradientsConfig
 
     def __init__(self, config: InvertingGradientsConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or InvertingGradientsConfig(), device)
@@ -181,12 +167,11 @@ class InvertingGradientsAttack(InversionAttack):
 
         Attacks whose client simulation has a ``torch.func`` form and that share the simulation, the data format
         and the model's shapes run as lanes of one optimisation (:mod:`attacks.inversion.batched`), every restart a
-        lane of its own; the others (an overridden matching loss, FedReg's simulation) run one by one.
+        lane of its own; the others (an overridden matching loss, a simulation without a functional form) run one by
+        one.
         ``on_progress(f)``: the fraction f of the work done. Each result's ``seconds`` is its own preparation plus
         an equal share of its optimisation; ``settings["batched"]`` records the optimisation it was part of.
         """
-        from .batched import LaneSettings, functional_simulation, group_key, prepare_attack, run_group
-
         if len(payloads) != len(seeds):
             raise InvalidParameterError(f"{len(payloads)} payloads but {len(seeds)} seeds")
         cfg: InvertingGradientsConfig = self.config

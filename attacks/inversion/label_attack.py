@@ -37,6 +37,7 @@ class LabelInferenceAttack(InversionAttack):
 
     name: ClassVar[str] = "label"
     description: ClassVar[str] = "label inference from the logit layer's update (iDLG, bias-corrected counts)"
+    config_class: ClassVar[type] = LabelInferenceConfig
 
     def __init__(self, config: LabelInferenceConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or LabelInferenceConfig(), device)

@@ -1,8 +1,10 @@
 """Name → attack registry, so the CLI can list and build attacks without if-chains.
 
-Each entry pairs an attack class with its frozen configuration dataclass. :func:`build_attack` turns
-keyword options into that configuration, rejecting unknown names and options with one-line
-:class:`~privaudit.errors.InvalidParameterError` messages.
+The built-in attacks (:data:`BUILT_IN`) come first, then the attacks the registered papers contribute
+(``PAPER.attacks``: a name → a :class:`privaudit.plugins.Ref` to an :class:`~attacks.inversion.base.InversionAttack`
+subclass), imported when the registry is first read. Each attack class names its frozen configuration dataclass
+(``config_class``); :func:`build_attack` turns keyword options into that configuration, rejecting unknown names and
+options with one-line :class:`~privaudit.errors.InvalidParameterError` messages.
 """
 
 from __future__ import annotations
@@ -12,35 +14,45 @@ from typing import Any
 
 import torch
 
+from privaudit import plugins
 from privaudit.errors import InvalidParameterError
 
-from .adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig
-from .analytic import AnalyticAttack, AnalyticConfig
+from .analytic import AnalyticAttack
 from .base import InversionAttack
-from .dlg import DLGAttack, DLGConfig
-from .imprint import ImprintAttack, ImprintConfig
-from .inverting_gradients import InvertingGradientsAttack, InvertingGradientsConfig
-from .label_attack import LabelInferenceAttack, LabelInferenceConfig
+from .dlg import DLGAttack
+from .imprint import ImprintAttack
+from .inverting_gradients import InvertingGradientsAttack
+from .label_attack import LabelInferenceAttack
 
-ATTACKS: dict[str, tuple[type[InversionAttack], type]] = {
-    AnalyticAttack.name: (AnalyticAttack, AnalyticConfig),
-    LabelInferenceAttack.name: (LabelInferenceAttack, LabelInferenceConfig),
-    DLGAttack.name: (DLGAttack, DLGConfig),
-    InvertingGradientsAttack.name: (InvertingGradientsAttack, InvertingGradientsConfig),
-    AdaptiveMGAttack.name: (AdaptiveMGAttack, AdaptiveMGConfig),
-    ImprintAttack.name: (ImprintAttack, ImprintConfig),
-}
+#: The attacks of this package, in the order they are listed.
+BUILT_IN: tuple[type[InversionAttack], ...] = (
+    AnalyticAttack, LabelInferenceAttack, DLGAttack, InvertingGradientsAttack, ImprintAttack,
+)
+
+
+def registered_attacks() -> dict[str, type[InversionAttack]]:
+    """Every attack by name: the built-in ones, then the registered papers' (one clear error for a name used twice or
+    a reference that is not an :class:`InversionAttack` subclass)."""
+    found: dict[str, type[InversionAttack]] = {cls.name: cls for cls in BUILT_IN}
+    for name, (paper, ref) in plugins.collected("attacks").items():
+        cls = ref.load()
+        if not (isinstance(cls, type) and issubclass(cls, InversionAttack)) or cls.name != name:
+            raise InvalidParameterError(f"paper {paper.key!r} registers attack {name!r} as {ref.target}, which is not an "
+                                        f"InversionAttack subclass named {name!r}")
+        if name in found:
+            raise InvalidParameterError(f"paper {paper.key!r} registers the attack {name!r}, which is built in")
+        found[name] = cls
+    return found
 
 
 def available_attacks() -> dict[str, str]:
     """Registered attack names with a one-line description each."""
-    return {name: cls.description for name, (cls, _) in ATTACKS.items()}
+    return {name: cls.description for name, cls in registered_attacks().items()}
 
 
 def attack_options(name: str) -> dict[str, Any]:
     """The configurable options of attack ``name`` with their defaults."""
-    _, config_cls = _lookup(name)
-    return {f.name: f.default for f in dataclasses.fields(config_cls)}
+    return {f.name: f.default for f in dataclasses.fields(_lookup(name).config_class)}
 
 
 def parse_attack_options(name: str, pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -50,8 +62,7 @@ def parse_attack_options(name: str, pairs: list[str] | tuple[str, ...]) -> dict[
     whose default is ``None`` takes a number, ``true``/``false``, ``none`` or text. Unknown keys and unreadable values
     are one :class:`InvalidParameterError` line each; the configuration's own checks run when the attack is built.
     """
-    _, config_cls = _lookup(name)
-    defaults = {f.name: f.default for f in dataclasses.fields(config_cls)}
+    defaults = attack_options(name)
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
@@ -92,18 +103,19 @@ def _typed_value(key: str, text: str, default: Any) -> Any:
 
 def build_attack(name: str, *, device: torch.device | str = "cpu", **options: Any) -> InversionAttack:
     """Instantiate attack ``name`` with ``options`` overriding its configuration defaults."""
-    attack_cls, config_cls = _lookup(name)
-    known = {f.name for f in dataclasses.fields(config_cls)}
+    attack_cls = _lookup(name)
+    known = {f.name for f in dataclasses.fields(attack_cls.config_class)}
     unknown = sorted(set(options) - known)
     if unknown:
         raise InvalidParameterError(
             f"attack {name!r} has no option {', '.join(map(repr, unknown))}; options: {', '.join(sorted(known))}"
         )
-    return attack_cls(config_cls(**options), device)
+    return attack_cls(attack_cls.config_class(**options), device)
 
 
-def _lookup(name: str) -> tuple[type[InversionAttack], type]:
+def _lookup(name: str) -> type[InversionAttack]:
+    attacks = registered_attacks()
     try:
-        return ATTACKS[name]
+        return attacks[name]
     except KeyError:
-        raise InvalidParameterError(f"unknown attack {name!r}; choose one of: {', '.join(ATTACKS)}") from None
+        raise InvalidParameterError(f"unknown attack {name!r}; choose one of: {', '.join(attacks)}") from None

@@ -2,15 +2,17 @@
 
 Small, self-contained client-side training for attack experiments (the federation engine in
 ``privaudit.fl`` is the real trainer). Each defence reuses the same functional code the attacker
-simulates (:mod:`attacks.inversion.client_simulation`, :mod:`attacks.inversion.fedreg_forward`), so an
-attacker that assumes the right defence matches the client exactly.
+simulates (:mod:`attacks.inversion.client_simulation`), so an attacker that assumes the right defence matches the
+client exactly.
 
 * :class:`FedSGDRelease` — the mean loss gradient of the client's batch.
 * :class:`FedAvgRelease` — θ_K − θ_0 after K local SGD steps (FedProx with ``proximal_mu > 0``).
 * :class:`DPSGDRelease` — K steps of DP-SGD (Abadi et al., CCS 2016, Alg. 1): per-example gradients
   (``torch.func.vmap`` over ``torch.func.grad``), each clipped to L2 norm C jointly over all parameters,
   summed, Gaussian noise N(0, σ²C²I) added, divided by the batch size; released as θ_K − θ_0.
-* :class:`FedRegMGRelease` — FedReg's local training with modified gradients (eq. 11–12).
+
+Papers add their own defences (:func:`registered_defences`, a paper's ``PAPER.defences``); each follows
+:class:`Defence` and may reuse the same functional pieces.
 
 :func:`release_update` returns the update together with the :class:`ClientKnowledge` an
 honest-but-curious server has by default (the protocol's lr, steps, batch size and the number of
@@ -19,28 +21,32 @@ examples; labels only when ``labels_known``).
 Models with BatchNorm train as a client does, in train mode: every forward pass normalises with its batch's
 statistics and moves the running buffers once (:mod:`attacks.inversion.bn_prior`); the payload then carries the
 buffers' change (``InversionPayload.buffer_update``), as FedAvg's state-dict exchange does. Only FedSGD and
-FedAvg/FedProx are simulated for such models (DP-SGD's per-example gradients and FedReg's extra forward passes on
-pseudo data have no defined batch statistics here: refused in one line).
+FedAvg/FedProx are simulated for such models (DP-SGD's per-example gradients and the extra forward passes of other
+defences have no defined batch statistics here: refused in one line).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch.func import functional_call, grad, vmap
 
+from privaudit import plugins
 from privaudit.errors import InvalidParameterError
 
 from .bn_prior import fold_running_statistics, has_batch_norm, recorded_forward_statistics
 from .client_simulation import FedSGDGradient, UnrolledLocalSGD, batch_slices
-from .fedreg_forward import FedRegLocalTraining
 from .functional_model import FunctionalModel, ParamDict, one_hot, soft_cross_entropy
 from .threat_model import ClientKnowledge, DataSpec, InversionPayload, ModelFactory
 
 
 class Defence(Protocol):
+    """What a client releases under a defence: ``run`` its local training from the model's weights (the update, as a
+    parameter dict), the :class:`ClientKnowledge` an honest-but-curious server has of it, and a record of its settings."""
+
     name: str
 
     def run(
@@ -151,42 +157,6 @@ class DPSGDRelease:
                 "clip_norm": self.clip_norm, "noise_multiplier": self.noise_multiplier}
 
 
-@dataclass(frozen=True)
-class FedRegMGRelease:
-    lr: float = 0.01
-    local_steps: int = 1
-    batch_size: int | None = None
-    gamma: float = 0.5
-    pseudo_step: float = 0.1
-    perturb_step: float | None = None
-    fgsm_steps: int = 10
-    use_modified_gradient: bool = True
-    regularize: bool = True
-    clamp_fgsm: bool = True
-    name: str = "fedreg-mg"
-
-    def run(self, model, inputs, targets, data, generator):  # type: ignore[no-untyped-def]
-        local = FedRegLocalTraining(
-            lr=self.lr, local_steps=self.local_steps, batch_size=self.batch_size, gamma=self.gamma,
-            pseudo_step=self.pseudo_step, perturb_step=self.perturb_step, fgsm_steps=self.fgsm_steps,
-            use_modified_gradient=self.use_modified_gradient, regularize=self.regularize,
-            box=data.box(inputs.device) if self.clamp_fgsm else None,
-        )
-        return local.simulate(model, inputs, targets, create_graph=False)
-
-    def knowledge(self, num_examples: int, labels: tuple[int, ...] | None) -> ClientKnowledge:
-        return ClientKnowledge(
-            num_examples=num_examples, update_kind="delta", lr=self.lr, local_steps=self.local_steps,
-            batch_size=self.batch_size, labels=labels,
-        )
-
-    def describe(self) -> dict[str, Any]:
-        return {"defence": self.name, "lr": self.lr, "local_steps": self.local_steps, "batch_size": self.batch_size,
-                "gamma": self.gamma, "pseudo_step": self.pseudo_step, "fgsm_steps": self.fgsm_steps,
-                "modified_gradient": self.use_modified_gradient, "regularize": self.regularize,
-                "fgsm_clamped_to_data_range": self.clamp_fgsm}
-
-
 def release_update(
     defence: Defence,
     model_factory: ModelFactory,
@@ -196,19 +166,20 @@ def release_update(
     data: DataSpec,
     *,
     seed: int = 0,
-    device: torch.device | str = "cpu",
     labels_known: bool = False,
     private_parameters: tuple[str, ...] = (),
 ) -> InversionPayload:
     """Run ``defence`` on (inputs, labels) from ``global_weights`` and package what the server receives.
 
     ``private_parameters`` (e.g. PrivateFL's transformation layer) are used by the client but withheld
-    from the payload's global weights and update. All randomness (DP noise) comes from ``seed``.
+    from the payload's global weights and update. All randomness (DP noise) comes from ``seed``. The client runs on
+    the device of ``global_weights`` (move them there to release on a GPU).
     """
     if inputs.shape[0] != labels.shape[0]:
         raise InvalidParameterError(f"{inputs.shape[0]} inputs but {labels.shape[0]} labels")
     if tuple(inputs.shape[1:]) != data.shape:
         raise InvalidParameterError(f"inputs have shape {tuple(inputs.shape[1:])}, the data spec says {data.shape}")
+    device = next(iter(global_weights.values())).device if global_weights else torch.device("cpu")
     model = FunctionalModel.build(model_factory, global_weights, device)
     generator = torch.Generator(device=torch.device(device))
     generator.manual_seed(int(seed))
@@ -236,21 +207,31 @@ def release_update(
     )
 
 
-DEFENCES: dict[str, type] = {
+def fedprox_release(**options: Any) -> FedAvgRelease:
+    """The ``fedprox`` defence: FedAvg's local SGD with FedProx's proximal term, μ = 0.01 unless given."""
+    return FedAvgRelease(**{"proximal_mu": 0.01, **options, "name": "fedprox"})
+
+
+#: The built-in defences by name: ``factory(**options)`` → a :class:`Defence` (``dpsgd`` also takes its σ from the
+#: spec, :func:`attacks.inversion.experiment.parse_defence`).
+BUILT_IN_DEFENCES: dict[str, Callable[..., Defence]] = {
     "fedsgd": FedSGDRelease,
     "fedavg": FedAvgRelease,
+    "fedprox": fedprox_release,
     "dpsgd": DPSGDRelease,
-    "fedreg-mg": FedRegMGRelease,
 }
 
 
-def build_defence(name: str, **options: Any) -> Defence:
-    """A defence by name (``fedsgd``, ``fedavg``, ``dpsgd``, ``fedreg-mg``) with option overrides."""
-    try:
-        cls = DEFENCES[name]
-    except KeyError:
-        raise InvalidParameterError(f"unknown defence {name!r}; choose one of: {', '.join(DEFENCES)}") from None
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise InvalidParameterError(f"bad options for defence {name!r}: {exc}") from None
+def registered_defences() -> dict[str, Callable[..., Defence]]:
+    """Every defence by name: the built-in ones, then those the registered papers contribute.
+
+    A paper's ``PAPER.defences`` maps a name to a reference (:class:`privaudit.plugins.Ref`) to a factory with the
+    same contract — ``factory(**options)`` returns a :class:`Defence` (a dataclass of the release's settings is one).
+    A plug-in name that clashes with a built-in one is one clear error.
+    """
+    found = dict(BUILT_IN_DEFENCES)
+    for name, (paper, ref) in plugins.collected("defences").items():
+        if name in found:
+            raise InvalidParameterError(f"paper {paper.key!r} registers the defence {name!r}, which is built in")
+        found[name] = ref.load()
+    return found

@@ -37,6 +37,8 @@ from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.params import State, flatten, unflatten
 from privaudit.fl.privacy import noise
 
+from .releases import releases_of, select_rounds
+
 SEEDS = 1000
 CONSEQUENCE = (
     "the noise is one of at most 1000 clock-seeded draws, so given the clipped model the release takes at most 1000 "
@@ -179,8 +181,6 @@ def recover_from_releases(source: Any, *, rounds: Sequence[int] | None = None, r
     :class:`~attacks.membership.releases.FederationReleases`. The clip norm and noise std are read from the
     run's privatizer; each release's reference is the global model its round started from.
     """
-    from .releases import releases_of, select_rounds
-
     view = releases_of(source)
     privacy = view.privacy()
     if not privacy or privacy.get("mechanism") != "output-perturbation":

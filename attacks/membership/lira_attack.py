@@ -22,8 +22,11 @@ from typing import Any
 import numpy as np
 
 from privaudit.errors import InvalidParameterError
+from privaudit.executor import make_executor, make_trials, run_trials
+from privaudit.progress import progress_bar
 
 from .base import MembershipAttack
+from .batched_shadows import LockstepExecutor
 from .examples import MembershipExamples, dataset_pool
 from .lira import MODES, ShadowStatistics, lira_scores, resolve_variance
 from .shadows import data_source, design_digest, guard_out_dir, shadow_homes, shadow_membership, shadow_trial
@@ -76,8 +79,6 @@ class LiRAAttack(MembershipAttack):
 
     def shadow_statistics(self, target: TargetModel, examples: MembershipExamples) -> ShadowStatistics:
         """Train (or resume) the shadow federations and collect φ and the keep mask of ``examples``."""
-        from privaudit.executor import make_executor, make_trials, run_trials
-
         cfg = self.config
         recipe = target.require_recipe("LiRA")
         dataset = target.require_dataset("LiRA")
@@ -118,11 +119,6 @@ class LiRAAttack(MembershipAttack):
 
     def _train_in_lanes(self, trials) -> list[dict[str, Any]]:
         """All shadows in lockstep, one stacked run per training round (resuming from ``out_dir`` like run_trials)."""
-        from privaudit.executor import run_trials
-        from privaudit.progress import progress_bar
-
-        from .batched_shadows import LockstepExecutor
-
         cfg = self.config
         with progress_bar(f"LiRA: {len(trials)} shadow federations in lanes, rounds", None, enabled=cfg.progress) as bar:
             executor = LockstepExecutor(on_round=bar.advance)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.fl.engine.checkpoint import TrainedFederation
 from privaudit.fl.engine.params import State
 
 
@@ -58,8 +59,6 @@ class CheckpointReleases(FederationReleases):
     """Releases stored in a checkpoint directory (client releases need ``--save-client-updates``)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        from privaudit.fl.engine.checkpoint import TrainedFederation
-
         self.federation = TrainedFederation(path)
         manifest = self.federation.manifest
         self.rounds = self.federation.rounds

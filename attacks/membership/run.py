@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from attacks.metrics import roc_curve
 from privaudit.errors import InvalidParameterError
+from privaudit.report.results import make_result, write_result
 
 from .base import MembershipAttack
 from .examples import client_examples, examples_from_dataset
@@ -78,8 +80,6 @@ def roc_points(scores: MembershipScores, max_points: int = 2000) -> dict[str, li
     Every point with FPR ≤ 1 % is kept (the low-FPR region is what matters, Carlini et al. 2022 §III); the
     rest are taken evenly.
     """
-    from attacks.metrics import roc_curve
-
     fpr, tpr, _ = roc_curve(scores.in_scores, scores.out_scores)
     if len(fpr) > max_points:
         keep = np.union1d(np.flatnonzero(fpr <= 0.01), np.linspace(0, len(fpr) - 1, max_points).round().astype(np.int64))
@@ -111,8 +111,6 @@ def write_membership_attack(out_dir: str | Path, scores: MembershipScores, *, ti
                             command: str | None = None, seed: int | None = None,
                             intervals: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """Write ``<out_dir>/membership-attack.json`` and the raw scores ``<out_dir>/membership-scores.npz``."""
-    from privaudit.report.results import make_result, write_result
-
     out = Path(out_dir)
     npz = scores.save_npz(out / SCORES_FILE)
     data = membership_attack_data(scores, scores_file=SCORES_FILE, intervals=intervals)

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from attacks.metrics import roc_auc, tpr_at_fpr
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import write_file
 from privaudit.stats.scores import AuditScores, score_array
 
 
@@ -61,8 +63,6 @@ class MembershipScores(AuditScores):
 
     def summary(self) -> dict[str, Any]:
         """AUC and TPR at 0.1 % / 1 % FPR of the empirical ROC (plain estimates; intervals are the auditor's)."""
-        from attacks.metrics import roc_auc, tpr_at_fpr
-
         if not self.is_complete():
             raise InvalidParameterError("a ROC needs at least one member and one non-member score")
         return {
@@ -75,8 +75,6 @@ class MembershipScores(AuditScores):
 
     def save_npz(self, path: str | Path) -> Path:
         """Write ``in_scores`` and ``out_scores`` to an ``.npz`` file (``meta`` goes to the result JSON)."""
-        from privaudit.output_folder import write_file
-
         buffer = io.BytesIO()
         np.savez_compressed(buffer, in_scores=self.in_scores, out_scores=self.out_scores)
         return write_file(path, buffer.getvalue())  # atomically; a failure names the file

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from privaudit.data.base import ClientData, FederatedDataset
-from privaudit.errors import InvalidParameterError
+from privaudit.errors import InvalidParameterError, PrivauditError
+from privaudit.fl.canaries import compose
 from privaudit.output_folder import folder_for
 
 from .examples import MembershipExamples, dataset_pool
@@ -104,8 +105,6 @@ def inline_data(dataset: FederatedDataset) -> dict[str, Any]:
 
 def data_source(dataset: FederatedDataset, recipe) -> dict[str, Any]:
     """``{"kind": "load"}`` when the recipe's loader reproduces ``dataset`` exactly, else :func:`inline_data`."""
-    from privaudit.errors import PrivauditError
-
     fingerprint = dataset.fingerprint()
     try:
         if load_training_data(recipe).fingerprint() == fingerprint:
@@ -143,15 +142,13 @@ def shadow_trial(spec: dict[str, Any], seed: int, *, make_trainer=None) -> dict[
     ``make_trainer``: the federation's trainer factory (:mod:`attacks.membership.batched_shadows` passes one
     that trains many shadows' clients as lanes of one stacked run); default: the engine's own.
     """
-    from privaudit.fl.canaries.compose import run_spec_on_dataset
-
     recipe = train_spec_from_dict(spec["train"])
     dataset = _dataset_from(spec["data"], recipe)
     pool = dataset_pool(dataset)
     homes = shadow_homes(pool, dataset.num_clients, spec["design_seed"])
     keep = shadow_keep(homes, spec["shadows"], spec["design_seed"], spec["shadow"])
     shadow = shadow_dataset(dataset, pool, homes, keep)
-    result = run_spec_on_dataset(recipe, shadow, seed=seed, eval_every=recipe.rounds, make_trainer=make_trainer)
+    result = compose.run_spec_on_dataset(recipe, shadow, seed=seed, eval_every=recipe.rounds, make_trainer=make_trainer)
     candidates = np.asarray(spec["candidates"], dtype=np.int64)
     target = TargetModel.from_result(result)
     phi = logit_scaled_confidence(target.logits(pool.x[candidates]), pool.y[candidates])

@@ -19,10 +19,13 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+import privaudit.data
 from privaudit.data.base import FederatedDataset
 from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.fl.engine.checkpoint import TrainedFederation
 from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.params import State
+from privaudit.fl.engine.recorded_data import is_recorded, recorded_dataset
 from privaudit.fl.run import TrainSpec
 
 _CHUNK = 8192
@@ -41,9 +44,7 @@ def train_spec_from_dict(data: Mapping[str, Any]) -> TrainSpec:
 
 def load_training_data(spec: TrainSpec) -> FederatedDataset:
     """The federated dataset ``spec`` trains on (the same loader call as :func:`privaudit.fl.run.run_training`)."""
-    from privaudit.data import load_dataset
-
-    return load_dataset(spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed,
+    return privaudit.data.load_dataset(spec.dataset, num_clients=spec.num_clients, partition=spec.partition, seed=spec.data_seed,
                         **spec.dataset_options)
 
 
@@ -102,9 +103,6 @@ class TargetModel:
         (:func:`privaudit.fl.engine.recorded_data.recorded_dataset`). ``trust_factory`` names the user factory a
         recorded model may be built by (:mod:`privaudit.fl.engine.architecture`).
         """
-        from privaudit.fl.engine.checkpoint import TrainedFederation
-        from privaudit.fl.engine.recorded_data import is_recorded, recorded_dataset
-
         federation = TrainedFederation(path)
         module = federation.build_model(round, trust_factory=trust_factory)
         order = list(federation.manifest["model"]["parameters"])

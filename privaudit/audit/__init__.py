@@ -4,12 +4,12 @@ Convenience API (numpy/scipy only, no torch)::
 
     from privaudit.audit import epsilon_gdp, Bonferroni, Split
     result = epsilon_gdp(in_scores, out_scores, mechanism="gaussian", design="trials", significance=0.05,
-                         delta=1e-5, claimed_epsilon=1.4, attack_optimal=False)
+                         delta=1e-5, claim=ClaimPower(1.4, attack_optimal=False))
     result.epsilon_lb, result.ceiling, result.power.lower, result.to_dict()
 
 ``result.power`` is the power of an optimal attack on a Gaussian mechanism at 2× the claim with these sample sizes
 (:mod:`privaudit.stats.power`); it supports "consistent" only with ``attack_optimal=True``
-(:func:`privaudit.audit.verdict.decide`).
+(:func:`privaudit.audit.verdict.decide`). A route's strategy and sidedness: :class:`RouteOptions`.
 
 Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``, ``one-run-fdp-box``,
 ``one-run-paired``); each is valid only for the mechanism families and score designs listed in
@@ -29,9 +29,11 @@ from privaudit.audit.workflows.gradient_canaries import (
 )
 from privaudit.stats.assumptions import Design, MechanismFamily
 from privaudit.stats.bootstrap import bootstrap_auc, bootstrap_intervals, bootstrap_tpr_at_fpr
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimates import IntervalEstimate, LowerBound, PowerEstimate
 from privaudit.stats.estimators import (
     ESTIMATORS,
+    RouteOptions,
     RouteOutcome,
     audit_scores,
     default_strategy,
@@ -76,6 +78,7 @@ __all__ = [
     "AttackMetrics",
     "AuditScores",
     "Bonferroni",
+    "ClaimPower",
     "CompositionValidity",
     "Design",
     "Explicit",
@@ -93,6 +96,7 @@ __all__ = [
     "QuantileGrid",
     "RocCurve",
     "Route",
+    "RouteOptions",
     "RouteOutcome",
     "Split",
     "ThresholdGrid",

@@ -8,11 +8,11 @@ privaudit, with why — a δ the paper never gives is chosen, never passed off a
 that builds its readings (``"module:function"``, imported only when the claim is run, so
 listing claims stays torch-free). A recipe has the signature::
 
-    recipe(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]      # privaudit.audit.plan
+    recipe(claim: Claim, trials: int) -> Sequence[Reading | ClaimDetails]      # privaudit.audit.plan
 
-Claims whose training code has not landed are listed as ``pending`` with the reason (their
-``requires`` modules are missing); they are never faked. Suites (``privaudit.audit.suites``) take their
-members from each claim's ``suites`` entries.
+The claims are the registered papers' (each paper's ``claim_modules``, :class:`privaudit.plugins.Paper`), read
+through the paper registry in paper-key order. Suites (``privaudit.audit.suites``) take their members from each
+claim's ``suites`` entries.
 
 Sources: the papers (seed files 000–004, cited in full in the README) and their reference code
 (osu-srml/Upcycled-FL@4dd7400, BHui97/PrivateFL, Zoesgithub/FedReg@34b081f, Emory-AIMS/PFA@72b3f89); the audit
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from privaudit.audit.plan import PendingPart, Reading, Requirement, missing
+from privaudit import plugins
+from privaudit.audit.plan import ClaimDetails, Reading
 from privaudit.errors import InvalidParameterError
 
 NUMBER_SOURCES = ("stated", "chosen")
@@ -118,7 +119,6 @@ class Claim:
     assumptions: tuple[str, ...]
     spec_points: tuple[str, ...]
     recipe: str
-    requires: tuple[Requirement, ...] = ()
     default_trials: int = 200
     suites: tuple[tuple[str, int], ...] = ()
     quotes: tuple[Quote, ...] = ()
@@ -155,13 +155,8 @@ class Claim:
             "claimed_provenance": self.provenance(),
         }
 
-    def recipe_function(self) -> Callable[[Claim, int], Sequence[Reading | PendingPart]]:
-        module, _, name = self.recipe.partition(":")
-        return getattr(importlib.import_module(module), name)
-
-    def pending_reason(self) -> str | None:
-        absent = missing(self.requires)
-        return "; ".join(r.reason() for r in absent) if absent else None
+    def recipe_function(self) -> Callable[[Claim, int], Sequence[Reading | ClaimDetails]]:
+        return plugins.Ref(self.recipe).load()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,25 +176,19 @@ class Claim:
         }
 
 
-#: Modules that define ``CLAIMS`` (one per paper), imported when the registry is first read.
-CLAIM_MODULES = (
-    "privaudit.papers.upcycled.claims",
-    "privaudit.papers.privatefl.claims",
-    "privaudit.papers.pfa.claims",
-    "privaudit.papers.fedreg.claims",
-)
+def claim_modules() -> tuple[str, ...]:
+    """The modules that define ``CLAIMS``: each registered paper's, in paper-key order."""
+    return tuple(module for paper in plugins.papers() for module in paper.claim_modules)
 
 
 @cache
 def all_claims() -> tuple[Claim, ...]:
-    """Every registered claim, in the order of :data:`CLAIM_MODULES`; claim ids are unique."""
-    claims = tuple(c for module in CLAIM_MODULES for c in importlib.import_module(module).CLAIMS)
+    """Every registered claim, in the order of :func:`claim_modules`; claim ids are unique."""
+    claims = tuple(c for module in claim_modules() for c in importlib.import_module(module).CLAIMS)
     ids = [c.claim_id for c in claims]
     if len(set(ids)) != len(ids):
         raise ValueError(f"claim ids registered twice: {sorted({i for i in ids if ids.count(i) > 1})}")
     return claims
-
-
 
 
 @cache
@@ -220,38 +209,6 @@ def get_claim(claim_id: str) -> Claim:
     return claim
 
 
-@dataclass(frozen=True)
-class ClaimStatus:
-    """``ready`` (with any parts still pending) or ``pending`` (with the reason)."""
-
-    claim: Claim
-    status: str
-    reason: str
-    pending_parts: tuple[PendingPart, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "claim_id": self.claim.claim_id,
-            "paper": self.claim.paper,
-            "where": self.claim.where,
-            "statement": self.claim.statement,
-            "claimed": {"epsilon": self.claim.epsilon, "delta": self.claim.delta},
-            **self.claim.sources_dict(),
-            "status": self.status,
-            "reason": self.reason,
-            "pending_parts": [p.to_dict() for p in self.pending_parts],
-        }
-
-
-def claim_status(claim: Claim) -> ClaimStatus:
-    """Whether ``claim`` can run now; building its readings is cheap (no training happens here)."""
-    reason = claim.pending_reason()
-    if reason is not None:
-        return ClaimStatus(claim, "pending", reason)
-    parts = tuple(p for p in claim.recipe_function()(claim, 1) if isinstance(p, PendingPart))
-    note = "all parts run" if not parts else "parts pending: " + "; ".join(f"{p.part_id} ({p.reason})" for p in parts)
-    return ClaimStatus(claim, "ready", note, parts)
-
-
-def list_claims() -> list[ClaimStatus]:
-    return [claim_status(claim) for claim in all_claims()]
+def list_claims() -> list[Claim]:
+    """Every registered claim (for ``privaudit audit --list``); listing imports no recipe and no torch."""
+    return list(all_claims())

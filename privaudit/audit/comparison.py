@@ -197,7 +197,7 @@ def fact(headline: str, reason: str, **numbers: Any) -> ComparisonResult:
 # ------------------------------------------------------------------------------------------------
 def is_comparison_claim(outcomes: Sequence[Any]) -> bool:
     """Whether a claim's readings decide by their own rule (``Reading.decision``) rather than by (ε, δ)."""
-    return any(getattr(o.reading, "decision", None) is not None for o in outcomes)
+    return any(o.reading.decision is not None for o in outcomes)
 
 
 def _is_fact(outcome: Any) -> bool:
@@ -239,7 +239,7 @@ def comparison_by_role(outcomes: Sequence[Any]) -> dict[str, dict[str, Any]]:
                         "readings": {o.reading.reading_id: o.verdict.verdict.value for o in decisive}}
     for o in outcomes:
         if _is_fact(o):
-            basis = dict(getattr(o.verdict, "basis", {}) or {})
+            basis = dict(o.verdict.basis) if isinstance(o.verdict, ComparisonResult) else {}
             headline = str(basis.get("fact", Finding.FACT.value))
             out[f"fact:{o.reading.reading_id}"] = {"verdict": headline, "basis": "fact",
                                                    "reason": f"{o.reading.reading_id}: {basis.get('detail', o.verdict.reason)}",

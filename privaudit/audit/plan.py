@@ -12,7 +12,6 @@ Ray pickle it by reference) and ``TrialPlan.spec`` JSON-able; ``analyse`` runs i
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -22,6 +21,7 @@ import numpy as np
 
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.routes import ROUTES
 from privaudit.stats.strategies import Strategy
 
 
@@ -32,29 +32,6 @@ class Role(str, Enum):
     IMPLEMENTATION = "implementation"  # the mechanism as the reference code runs it
     VALIDITY = "validity"  # a setting whose answer is known: a correct mechanism must not be refuted
     FACT = "fact"  # established by construction or exact accounting, reported beside the verdict (privaudit.audit.comparison)
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """A module a reading (or a whole claim) needs, e.g. training code that another issue provides."""
-
-    module: str
-    what: str
-
-    def available(self) -> bool:
-        try:
-            return importlib.util.find_spec(self.module) is not None
-        except (ImportError, ValueError):
-            return False
-
-    def reason(self) -> str:
-        path = self.module.replace(".", "/") + ".py"
-        return f"needs {self.what} ({path}), which has not landed yet"
-
-
-def missing(requirements: Sequence[Requirement]) -> list[Requirement]:
-    """The requirements whose module cannot be found (nothing is imported)."""
-    return [r for r in requirements if not r.available()]
 
 
 @dataclass(frozen=True)
@@ -71,8 +48,6 @@ class EstimatorChoice:
     pilot: int = 0
 
     def __post_init__(self) -> None:
-        from privaudit.stats.routes import ROUTES
-
         if self.name not in ROUTES:
             raise InvalidParameterError(f"unknown estimator {self.name!r}")
         if int(self.pilot) < 0:
@@ -157,18 +132,6 @@ class Reading:
     design: str | None = None
     attack_optimal: bool = False
     decision: Callable[[Analysis, float], VerdictResult] | None = None
-
-
-@dataclass(frozen=True)
-class PendingPart:
-    """A part of a claim's audit that cannot run yet, and why (never faked)."""
-
-    part_id: str
-    title: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"part": self.part_id, "title": self.title, "reason": self.reason}
 
 
 @dataclass(frozen=True)

@@ -37,17 +37,25 @@ from typing import Any
 import numpy as np
 
 from privaudit.audit.claims import Claim, get_claim
-from privaudit.audit.comparison import comparison_by_role, is_comparison_claim, overall_comparison
-from privaudit.audit.plan import Analysis, ClaimDetails, PendingPart, Reading, Role
+from privaudit.audit.comparison import (
+    ComparisonResult,
+    comparison_by_role,
+    is_comparison_claim,
+    overall_comparison,
+)
+from privaudit.audit.plan import Analysis, ClaimDetails, Reading, Role
 from privaudit.audit.suites import get_suite
 from privaudit.audit.verdict import Verdict, VerdictResult, decide
+from privaudit.device import default_device, describe_device, resolve_device
 from privaudit.errors import InvalidParameterError
 from privaudit.executor import EXECUTORS, make_executor, make_trials, run_trials
 from privaudit.output_folder import folder_for
 from privaudit.progress import step
+from privaudit.report.results import make_result, write_result
 from privaudit.stats.assumptions import design_of, mechanism_family
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimates import LowerBound, jsonable
-from privaudit.stats.estimators import estimate
+from privaudit.stats.estimators import RouteOptions, estimate
 from privaudit.stats.metrics import attack_metrics
 from privaudit.stats.routes import route
 from privaudit.stats.strategies import Explicit
@@ -149,7 +157,6 @@ class ReadingOutcome:
 class ClaimAudit:
     claim: Claim
     readings: list[ReadingOutcome]
-    pending: list[PendingPart]
     details: dict[str, Any]
     verdict: Verdict
     reason: str
@@ -180,7 +187,6 @@ class ClaimAudit:
             "reason": self.reason,
             "notes": self.notes,
             "readings": readings,
-            "pending": [p.to_dict() for p in self.pending],
             "details": jsonable(self.details),
             "trials": self.trials,
             "seconds": self.seconds,
@@ -325,11 +331,10 @@ def _bounds(reading: Reading, analysis: Analysis, settings: AuditSettings,
             in_s, out_s = in_s[k:], out_s[k:]
             strategy = Explicit(threshold)
             details = {"pilot_trials": k, "threshold_from_pilot": threshold}
+        power = ClaimPower(power_claim, settings.power_factor, int(settings.power_trials), power_seed, settings.min_power,
+                           attack_optimal=reading.attack_optimal)
         bound = estimate(choice.name, in_s, out_s, mechanism=reading.mechanism, design=reading.design,
-                         significance=share, delta=reading.claimed_delta, strategy=strategy,
-                         claimed_epsilon=power_claim, power_factor=settings.power_factor,
-                         power_trials=int(settings.power_trials), power_seed=power_seed,
-                         attack_optimal=reading.attack_optimal, min_power=settings.min_power)
+                         significance=share, delta=reading.claimed_delta, route_options=RouteOptions(strategy), claim=power)
         if details:
             bound = replace(bound, details={**bound.details, **details})
         bounds.append(bound)
@@ -410,7 +415,7 @@ def run_reading(claim: Claim, reading: Reading, settings: AuditSettings) -> Read
     bounds, not_run = _bounds(reading, analysis, settings, power_seed=base_seed)
     if reading.decision is not None:  # a claim that states no ε: the reading's own rule (privaudit.audit.comparison)
         verdict = reading.decision(analysis, float(settings.significance))
-        if getattr(verdict, "basis", None):
+        if isinstance(verdict, ComparisonResult) and verdict.basis:
             analysis = replace(analysis, details={**analysis.details, "decision": dict(verdict.basis)})
     else:
         verdict = decide(reading.claimed_epsilon, reading.claimed_delta, bounds, analysis.evidence,
@@ -426,27 +431,21 @@ def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: A
     """Audit one registered claim; writes ``<out>/<claim_id>.json`` when ``settings.out`` is set.
 
     ``options`` are :class:`AuditSettings` fields (a shortcut for ``run_claim(id, AuditSettings(...))``).
-    A pending claim (its training code has not landed) raises :class:`InvalidParameterError` with the reason.
     """
     settings = settings or AuditSettings(**options)
     claim = get_claim(claim_id)
-    reason = claim.pending_reason()
-    if reason is not None:
-        raise InvalidParameterError(f"claim {claim.claim_id} is pending: {reason}")
     started = time.perf_counter()
     trials = settings.trials or claim.default_trials
     parts = claim.recipe_function()(claim, trials)
-    outcomes, pending, details, notes = [], [], {}, []
+    outcomes, details, notes = [], {}, []
     for part in parts:
-        if isinstance(part, PendingPart):
-            pending.append(part)
-        elif isinstance(part, ClaimDetails):
+        if isinstance(part, ClaimDetails):
             details.update(part.details)
             notes.extend(part.notes)
         else:
             outcomes.append(run_reading(claim, part, settings))
     verdict, reason, validity_notes = overall_verdict(outcomes)
-    audit = ClaimAudit(claim, outcomes, pending, details, verdict, reason, [*notes, *validity_notes], settings,
+    audit = ClaimAudit(claim, outcomes, details, verdict, reason, [*notes, *validity_notes], settings,
                        time.perf_counter() - started, by_role=verdicts_by_role(outcomes))
     if settings.out is not None:
         audit.path = folder_for(settings.out, "audit").save_with(f"{claim.claim_id}.json",
@@ -455,9 +454,6 @@ def run_claim(claim_id: str, settings: AuditSettings | None = None, **options: A
 
 
 def write_claim_result(audit: ClaimAudit, path: Path) -> Path:
-    from privaudit.device import default_device, describe_device, resolve_device
-    from privaudit.report.results import make_result, write_result
-
     s = audit.settings or AuditSettings()
     config = {"claim_id": audit.claim.claim_id, "trials_per_reading": s.trials or audit.claim.default_trials,
               "significance": s.significance, "seed": s.seed, "executor": s.executor, "workers": s.workers,
@@ -473,19 +469,11 @@ def write_claim_result(audit: ClaimAudit, path: Path) -> Path:
 class SuiteAudit:
     name: str
     audits: list[ClaimAudit]
-    pending: list[tuple[str, str]]
 
 
 def run_suite(name: str, settings: AuditSettings | None = None, **options: Any) -> SuiteAudit:
     """Run every claim of suite ``name`` at the suite's trial counts (``settings.trials`` overrides them)."""
     settings = settings or AuditSettings(**options)
-    entries = get_suite(name)
-    audits, pending = [], []
-    for entry in entries:
-        claim = get_claim(entry.claim_id)
-        reason = claim.pending_reason()
-        if reason is not None:
-            pending.append((claim.claim_id, reason))
-            continue
-        audits.append(run_claim(claim.claim_id, replace(settings, trials=settings.trials or entry.trials)))
-    return SuiteAudit(name, audits, pending)
+    audits = [run_claim(entry.claim_id, replace(settings, trials=settings.trials or entry.trials))
+              for entry in get_suite(name)]
+    return SuiteAudit(name, audits)

@@ -15,6 +15,7 @@ from typing import Any
 
 from privaudit.audit.verdict import decide
 from privaudit.stats.assumptions import DESIGN_TEXT, MECHANISM_TEXT, Design, MechanismFamily
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimators import audit_scores
 from privaudit.stats.metrics import attack_metrics
 from privaudit.stats.scores import AuditScores
@@ -45,20 +46,19 @@ def swap_warning(scores: AuditScores, *, mechanism: MechanismFamily, design: Des
 
 
 def audit_score_file(scores: AuditScores, *, mechanism: MechanismFamily, design: Design, delta: float,
-                     significance: float, claimed_epsilon: float | None, power_trials: int, seed: int,
-                     source: str, attack_optimal: bool = False, progress: bool = False) -> dict[str, Any]:
+                     significance: float, claim: ClaimPower, source: str) -> dict[str, Any]:
     """Run every applicable route on ``scores``; the result data (routes, best bound, verdict, summary lines).
 
-    ``attack_optimal`` is the user's declaration that the attack is optimal for the declared mechanism (recorded in
-    the result); ``progress`` shows a bar for long power simulations (10⁵ scores and more).
+    ``claim`` holds the claimed ε (``None``: no verdict), the power simulation's size and seed (the seed of the attack
+    metrics' bootstrap too), whether a bar shows for long power simulations (10⁵ scores and more), and the user's
+    declaration that the attack is optimal for the declared mechanism (``attack_optimal``, recorded in the result).
     """
+    claimed_epsilon, attack_optimal = claim.claimed_epsilon, claim.attack_optimal
     outcomes = audit_scores(scores.in_scores, scores.out_scores, mechanism=mechanism, design=design,
-                            significance=significance, delta=delta, claimed_epsilon=claimed_epsilon,
-                            power_trials=power_trials, power_seed=seed, attack_optimal=attack_optimal,
-                            power_progress=progress)
+                            significance=significance, delta=delta, claim=claim)
     bounds = [o.bound for o in outcomes if o.bound is not None]
     best = max(bounds, key=lambda b: b.epsilon_lb)
-    metrics = attack_metrics(scores.in_scores, scores.out_scores, n_resamples=200, seed=seed).to_dict()
+    metrics = attack_metrics(scores.in_scores, scores.out_scores, n_resamples=200, seed=claim.seed).to_dict()
     metrics.pop("roc", None)
     summary = [f"{len(bounds)} of {len(outcomes)} routes are valid for {MECHANISM_TEXT[mechanism]} under "
                f"{DESIGN_TEXT[design]}; each ran at α = {significance / len(bounds):.3g}",

@@ -3,7 +3,6 @@
 A suite is the list of (claim id, trials) registered under its name. Each claim declares the suites it
 belongs to in its ``suites`` field (``privaudit.audit.claims``), so a capability that lands later adds
 its part by listing its claim there; :func:`register` adds entries from elsewhere (a plug-in, a test).
-Pending claims stay in a suite and are reported as pending when the suite runs, never faked.
 
 ``default`` is what ``make demo`` runs: every claim at a size that finishes within minutes on 2 cores.
 """

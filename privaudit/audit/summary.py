@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from privaudit.accounting.evidence_ends import cell_text, of_evidence
-from privaudit.audit.claims import Claim, ClaimStatus
+from privaudit.audit.claims import Claim
 from privaudit.audit.runner import ClaimAudit, ReadingOutcome
 from privaudit.tables import Col, fit_table
 
-VERDICT_STYLE = {"refuted": "bold red", "consistent": "bold green", "inconclusive": "bold yellow", "pending": "dim",
+VERDICT_STYLE = {"refuted": "bold red", "consistent": "bold green", "inconclusive": "bold yellow",
                  "supported": "bold green", "not supported": "bold red", "fact": "bold cyan"}  # the last three: comparison claims
 
 
@@ -86,15 +86,15 @@ LAYOUTS: tuple[tuple[Col, ...], ...] = (
     (Col("short", "claim · reading (role)", no_wrap=True), *(c for c in _ALL if c.key in ("claimed", "impl", "bound")),
      Col("word", "verdict")),
 )
-_ROLE = {"implementation": "impl.", "paper": "paper", "validity": "validity", "fact": "fact", "pending": "pending"}
+_ROLE = {"implementation": "impl.", "paper": "paper", "validity": "validity", "fact": "fact"}
 CAPTION = ("\\[lower, upper] = certified lower and upper bound; =x exact; ≥x a certified lower bound (it holds for a "
            "constructed worst case); ≤x an upper bound; * = that value rests on assumptions that fail or cannot be checked; "
            "claim rows: the verdict per basis (as implemented = reference-code readings, as stated = the paper's "
            "mechanism) and whether the paper states ε and δ or privaudit chose them (audit --list says why)")
 
 
-def _rows(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
-    """One dict of cells per table row (claim, reading or pending part), every layout's keys filled in."""
+def _rows(audits: Sequence[ClaimAudit]) -> list[dict[str, str]]:
+    """One dict of cells per table row (claim or reading), every layout's keys filled in."""
     rows = []
     for audit in audits:
         verdict = audit.verdict.value
@@ -110,12 +110,6 @@ def _rows(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]]) -> l
                          "short": f"  {r.reading_id} ({_ROLE.get(r.role.value, r.role.value)})", "claimed": claimed,
                          "paper": _accounting(outcome, False), "impl": _accounting(outcome, True), "bound": bound,
                          "ceiling": ceiling, "power": power, "verdict": _verdict_cell(v), "word": _verdict_cell(v)})
-        for part in audit.pending:
-            rows.append({"kind": "pending", "label": f"  {part.part_id}", "role": "pending",
-                         "short": f"  {part.part_id} (pending)", "verdict": "[dim]pending[/dim]", "word": "[dim]pending[/dim]"})
-    for claim_id, _ in pending:
-        rows.append({"kind": "pending", "label": f"[bold]{claim_id}[/bold]", "role": "claim", "short": f"[bold]{claim_id}[/bold]",
-                     "verdict": "[dim]pending[/dim]", "word": "[dim]pending[/dim]"})
     return rows
 
 
@@ -139,7 +133,7 @@ def _stacked(rows: Sequence[dict[str, str]]):
     return Group(*parts)
 
 
-def audit_table(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]] = (), width: int | None = None):
+def audit_table(audits: Sequence[ClaimAudit], width: int | None = None):
     """One row per reading: claimed, accountant ε (paper / implementation), best ε_lb, ceiling, power, verdict.
 
     ``width`` (the terminal's): the widest layout of :data:`LAYOUTS` in which no word is cut (:func:`privaudit.tables.
@@ -147,7 +141,7 @@ def audit_table(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]]
     """
     from rich.table import Table
 
-    rows = _rows(audits, pending)
+    rows = _rows(audits)
     options = {"title": "privaudit claim audits", "caption": CAPTION, "show_lines": False}
     if width is not None:
         for layout in LAYOUTS:
@@ -163,8 +157,8 @@ def audit_table(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]]
     return table
 
 
-def reasons(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """Per claim: its verdict with its basis, then one line per basis with that basis' reason (and pending reasons)."""
+def reasons(audits: Sequence[ClaimAudit]) -> list[str]:
+    """Per claim: its verdict with its basis, then one line per basis with that basis' reason."""
     lines = []
     for a in audits:
         lines.append(f"{a.claim.claim_id}: {a.verdict.value} — {a.basis}")
@@ -173,8 +167,6 @@ def reasons(audits: Sequence[ClaimAudit], pending: Sequence[tuple[str, str]] = (
             lines.append(f"  {v['basis']}: {v['verdict']} — {v['reason']}")
         if not by_role:
             lines.append(f"  {a.reason}")
-    lines += [f"{a.claim.claim_id} · {p.part_id}: pending — {p.reason}" for a in audits for p in a.pending]
-    lines += [f"{claim_id}: pending — {reason}" for claim_id, reason in pending]
     return lines
 
 
@@ -190,21 +182,18 @@ def _numbers_text(claim: Claim, source: str) -> str:
     return "\n".join(f"• {n.text()}" for n in claim.numbers if n.source == source) or "—"
 
 
-def registry_table(statuses: Sequence[ClaimStatus]):
+def registry_table(claims: Sequence[Claim]):
     """The registry: each claim in the paper's words, its numbers stated by the paper or chosen by privaudit (why)."""
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="privaudit claims registry", show_lines=True)
     for name in ("id", "paper · where", "the paper's words", "claimed (ε, δ)", "stated by the paper",
-                 "chosen by privaudit (why)", "status"):
+                 "chosen by privaudit (why)"):
         table.add_column(name, overflow="fold", no_wrap=name == "id")
-    for s in statuses:
-        style = "green" if s.status == "ready" else "dim"
-        c = s.claim
+    for c in claims:
         table.add_row(c.claim_id, escape(f"{c.paper.split(' (')[0]} · {c.where}"), escape(_quotes_text(c)),
-                      escape(claimed_cell(c)), escape(_numbers_text(c, "stated")), escape(_numbers_text(c, "chosen")),
-                      f"[{style}]{s.status}[/{style}] — {escape(s.reason)}")
+                      escape(claimed_cell(c)), escape(_numbers_text(c, "stated")), escape(_numbers_text(c, "chosen")))
     table.caption = ("stated = printed in the paper (seed file and section); chosen = not in the paper, picked by privaudit "
                      "for the reason given")
     return table

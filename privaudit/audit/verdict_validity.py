@@ -33,12 +33,26 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit.verdict import Verdict, decide
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimators import audit_scores
 from privaudit.stats.power import monte_carlo_interval
 from privaudit.stats.validity import TEST_LEVEL
-from privaudit.stats.validity_scenarios import Attack, Design, Scenario, attack_seed, draw_attacked_scores
+from privaudit.stats.validity_scenarios import (
+    Attack,
+    Bernoulli,
+    Design,
+    GaussianMechanism,
+    LaplaceMechanism,
+    RandomizedResponse,
+    Scenario,
+    SubsampledGaussian,
+    Trials,
+    attack_seed,
+    draw_attacked_scores,
+)
 
 KINDS = ("gate", "earnable", "false-declaration")
 
@@ -131,10 +145,9 @@ def evaluate_consistency(cell: ConsistencyCell, runs: int, base_seed: int = 0, *
         if in_scores.size == 0 or out_scores.size == 0:  # an empty side: the audit certifies and supports nothing
             counts[Verdict.INCONCLUSIVE.value] += 1
             continue
+        power = ClaimPower(claim, cell.power_factor, cell.power_trials, 0, cell.min_power, attack_optimal=cell.attack_optimal)
         outcomes = audit_scores(in_scores, out_scores, mechanism=cell.mechanism, design=cell.design.design,
-                                significance=cell.significance, delta=cell.delta, claimed_epsilon=claim,
-                                power_factor=cell.power_factor, power_trials=cell.power_trials, power_seed=0,
-                                attack_optimal=cell.attack_optimal, min_power=cell.min_power)
+                                significance=cell.significance, delta=cell.delta, claim=power)
         bounds = [o.bound for o in outcomes if o.bound is not None]
         verdict = decide(claim, cell.delta, bounds, min_power=cell.min_power)
         counts[verdict.verdict.value] += 1
@@ -166,16 +179,6 @@ def consistency_grid() -> list[ConsistencyCell]:
     claim is just above 0.8 — the regime in which a wrongly calibrated power would say "consistent" too often; the
     μ = 0.2996 cell (true ε = 1.13, claim 0.377, 300 scores per side) is issue 24's measurement.
     """
-    from privaudit.accounting.gaussian import gaussian_mu_for
-    from privaudit.stats.validity_scenarios import (
-        Bernoulli,
-        GaussianMechanism,
-        LaplaceMechanism,
-        RandomizedResponse,
-        SubsampledGaussian,
-        Trials,
-    )
-
     gaussian, laplace, rr = GaussianMechanism(1.0), LaplaceMechanism(2.0), RandomizedResponse(2.0)
     subsampled = SubsampledGaussian(2.0, 0.5)
     issue = GaussianMechanism(round(gaussian_mu_for(1.13, 1e-5), 4))

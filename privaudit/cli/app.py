@@ -14,9 +14,11 @@ import sys
 
 import typer
 
+from privaudit import __version__
 from privaudit.cli.commands import register_all
 from privaudit.cli.common import click_exceptions, option_names_kept_whole
 from privaudit.errors import PrivauditError, Terminated
+from privaudit.report.command_line import privaudit_command
 
 app = typer.Typer(
     name="privaudit",
@@ -33,8 +35,6 @@ def _root(
 ) -> None:
     """Check the privacy claims of differentially private federated learning."""
     if version:
-        from privaudit import __version__
-
         typer.echo(__version__)
         raise typer.Exit(0)
 
@@ -48,8 +48,6 @@ def _one_line(message: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the process exit code."""
-    from privaudit.report.command_line import privaudit_command
-
     command = typer.main.get_command(app)
     try:
         # what result files record as the command; --help at least 80 columns wide (option names never cut)

@@ -13,6 +13,7 @@ import typer
 COMMAND_MODULES = (
     "privaudit.cli.compute_epsilon",
     "privaudit.cli.train",
+    "privaudit.cli.check",
     "privaudit.cli.attack",
     "privaudit.cli.audit",
     "privaudit.cli.report",

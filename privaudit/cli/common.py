@@ -1,6 +1,6 @@
-"""Helpers shared by CLI commands: error conversion, output folders checked before the work, JSON output.
+"""Helpers shared by CLI commands: error conversion, options assembled from registries, output folders, JSON output.
 
-A command that writes files checks its ``--out`` with :func:`check_out_folder` before any work starts, and writes
+A command's request checks its ``--out`` before any work starts (:mod:`privaudit.request_checks`), and the command writes
 through its output folder (:mod:`privaudit.output_folder`; :func:`save_outputs` for a result written at the end), which
 never loses finished work: when a write fails anyway (the disk filled, the folder was removed), the work goes to a
 fresh temporary folder and the error line names the file and says where.
@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import inspect
 import json
 import math
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from privaudit.errors import InvalidParameterError, OutputError, PrivauditError
+from privaudit.errors import OutputError, PrivauditError
 from privaudit.output_folder import OutputFolder, opened
 
 # typer >= 0.29 vendors click as ``typer._click``; older releases depend on click itself.
@@ -65,6 +65,23 @@ def option_names_kept_whole() -> Iterator[None]:
             rich_utils.MAX_WIDTH = None
 
 
+def option(name: str, annotation: Any, default: Any, *flags: str, help: str, panel: str | None = None,
+           hidden: bool = False) -> inspect.Parameter:
+    """A typer option as a keyword-only parameter, for commands whose options are assembled from registries."""
+    info = typer.Option(default, *flags, help=help, rich_help_panel=panel, hidden=hidden)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+
+
+def command_signature(func: Callable[..., Any], parameters: list[inspect.Parameter]) -> None:
+    """Give ``func(**flags)`` the signature typer reads its options from (one clear error for a name used twice)."""
+    names = [p.name for p in parameters]
+    clash = sorted({name for name in names if names.count(name) > 1})
+    if clash:
+        raise RuntimeError(f"{func.__name__}: options declared twice: {clash}")
+    func.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    func.__annotations__ = {p.name: p.annotation for p in parameters}
+
+
 def fail(message: str) -> typer.Exit:
     """Print one error line on stderr and return the exit-2 exception to raise."""
     typer.echo(f"error: {' '.join(message.split())}", err=True)
@@ -96,60 +113,6 @@ def os_error_message(exc: OSError) -> str:
     """``<file>: <reason>`` of an :class:`OSError`, without the ``[Errno N]`` noise."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{exc.filename}: {reason}" if exc.filename is not None else reason
-
-
-def check_workers(workers: int | None, clients: int | None = None, *, local: bool = True, flag: str = "--workers") -> None:
-    """Refuse, in one line, a worker count below 1 or, for ``local`` processes, above this machine's CPU cores
-    (``None``: the command's default; a Ray cluster, ``local=False``, may have more cores than this machine).
-
-    More processes than cores (or, given ``clients``, than clients to train) help nothing: each worker is a spawned
-    Python process that imports torch, so ``train --workers 1000`` on 4 clients only starts processes that wait.
-    """
-    if workers is None:
-        return
-    if workers < 1:
-        raise InvalidParameterError(f"{flag} must be at least 1, got {workers}")
-    from privaudit.device import cpu_cores
-
-    cores = cpu_cores()
-    if local and workers > cores:
-        raise InvalidParameterError(f"{flag} {workers} is more than this machine's {cores} CPU cores: extra worker processes only "
-                                    f"wait for a core; use --workers {cores} or fewer")
-    if clients is not None and workers > clients > 0:
-        raise InvalidParameterError(f"{flag} {workers} is more than the federation's {clients} clients: at most one worker per "
-                                    f"client trains; use --workers {clients} or fewer")
-
-
-# -- output folders ---------------------------------------------------------------------------------
-def check_out_folder(folder: Path, files: tuple[str, ...] = (), *, flag: str = "--out") -> Path:
-    """Fail now, with one line, when ``folder`` cannot receive ``files``; returns ``folder``.
-
-    Called before the work, so that a typo in ``--out`` never costs a finished run. Nothing is created: an
-    existing folder is probed with a temporary file (deleted at once); a folder still to be made needs its
-    nearest existing ancestor to be a writable directory. Each of ``files`` that already exists must be a
-    file, not a folder.
-    """
-    folder = Path(folder)
-    if folder.exists():
-        if not folder.is_dir():
-            raise InvalidParameterError(f"{flag} {folder} is a file, not a folder")
-        try:
-            with tempfile.TemporaryFile(dir=folder, prefix=".privaudit-write-check-"):
-                pass
-        except OSError as exc:
-            raise InvalidParameterError(f"{flag} {folder} is not writable ({exc.strerror or exc})") from None
-        for name in files:
-            if (folder / name).is_dir():
-                raise InvalidParameterError(f"{flag} {folder}: {folder / name} is a folder, so the {name} file cannot be written")
-        return folder
-    ancestor = folder.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise InvalidParameterError(f"{flag} {folder} cannot be created: {ancestor} is a file, not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InvalidParameterError(f"{flag} {folder} cannot be created: {ancestor} is not writable")
-    return folder
 
 
 T = TypeVar("T")

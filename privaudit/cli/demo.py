@@ -2,6 +2,8 @@
 
 1. The tour prints each ``privaudit compute-epsilon`` command it runs over the papers' headline settings
    and its output, so it doubles as a CLI tutorial (well under a minute: no training, no downloads).
+   Each registered paper contributes its tour steps and its evidence steps (:class:`DemoPart`, the paper's
+   ``demo`` part in :mod:`privaudit.plugins`); this module names no paper.
 2. ``privaudit audit --suite default --out reports/default`` trains and attacks small federations on
    generated and embedded data and gives each registered claim its verdict; then PFA federations with
    per-client budgets under real and reference noise calibration (their ledgers, an ε-vs-rounds curve),
@@ -18,64 +20,34 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
+from typing import Protocol
 
 from rich.console import Console
 from rich.rule import Rule
 
+from privaudit import plugins
 from privaudit.cli.app import main as cli_main
 
-TOUR: list[tuple[str, str, list[str]]] = [
-    (
-        "Upcycled-FL, output perturbation: FedProx σ = 1 over 80 rounds (the journal version's Fig. 3 states ε̄ = 1.59, and no δ)",
-        "The journal version's ε̄ = 1.59 is reproduced by the submission draft's formula (its Thm 5.2) at the draft's δ = 1e-3 and the mean "
-        "client size |D| = 224.2; the journal version's own Thm 6.2 prints r + 2·sqrt(r·ln(1/δ)), which gives 1.562 (--form tmlr).",
-        ["--mechanism", "upcycled-output", "--rounds", "80", "--noise", "1.0", "--clip", "10", "--dataset-size", "224.2", "--delta", "1e-3",
-         "--form", "draft"],
-    ),
-    (
-        "Upcycled-FL, Thm 6.2: Upcycled-FedProx σ = 0.8 over 40 perturbed rounds, with the reference code's noise",
-        "The paper claims 1.40 < 1.59. The reference code draws noise with std σ² (torch.normal(0, sigma**2)): "
-        "with the std it really used, the claim reverses (1.75 > 1.59 by the same draft formula).",
-        ["--mechanism", "upcycled-output", "--rounds", "40", "--noise", "0.8", "--clip", "10", "--dataset-size", "224.2",
-         "--delta", "1e-3", "--noise-std", "sigma-squared", "--form", "draft"],
-    ),
-    (
-        "Upcycled-FL, Thm 6.2 with the paper's own (replace-one) neighbours",
-        "Replacing a record doubles the sensitivity: ε̄ becomes 3.17, not 1.59.",
-        ["--mechanism", "upcycled-output", "--rounds", "80", "--noise", "1.0", "--clip", "10", "--dataset-size", "224.2",
-         "--delta", "1e-3", "--sensitivity", "replace-one"],
-    ),
-    (
-        "Upcycled-FL, Thm 6.3 (objective perturbation) for FedAvg (μ = 0)",
-        "The theorem needs a strongly convex objective; with μ = 0 (the README's FedAvg example) ε is infinite.",
-        ["--mechanism", "upcycled-objective", "--rounds", "40", "--alpha", "20", "--mu", "0", "--u1", "1", "--u2", "0.25",
-         "--dataset-size", "224.2"],
-    ),
-    (
-        "PrivateFL-LDP: the noise for ε = 8, δ = 1e-3 (q = 0.1, 1500 DP-SGD steps)",
-        "opacus' RDP calibration gives σ ≈ 2.15; the tight accountant needs less noise for the same guarantee.",
-        ["--mechanism", "subsampled-gaussian", "--epsilon", "8", "--delta", "1e-3", "--sample-rate", "0.1", "--steps", "1500", "--calibrate"],
-    ),
-    (
-        "PrivateFL-CDP: σ = 6.37 was calibrated for ε = 8 (150 rounds, q = 1); the code clips and noises 3 tensors separately",
-        "Per-tensor clipping makes the effective multiplier σ/√3: the claimed ε = 8 is really about 15.",
-        ["--mechanism", "gaussian", "--noise-multiplier", "6.37", "--steps", "150", "--delta", "1e-3", "--tensors", "3", "--accountant", "all"],
-    ),
-    (
-        "PFA: a public client (claimed ε_m = 10) under the reference calibration σ = 10·q·sqrt(T·log10(1/δ))/ε",
-        "With the code's defaults (2000 records, batch 4, T = 8000 steps) the noise gives ε ≈ 23, not 10.",
-        ["--mechanism", "pfa-reference", "--epsilon", "10", "--sample-rate", "0.002", "--steps", "8000", "--delta", "1e-5", "--accountant", "rdp"],
-    ),
-    (
-        "PFA: a private client (claimed ε_m = 0.1) under the same calibration",
-        "Eight times more noise than the budget needs (ε ≈ 0.013).",
-        ["--mechanism", "pfa-reference", "--epsilon", "0.1", "--sample-rate", "0.002", "--steps", "8000", "--delta", "1e-5", "--accountant", "rdp"],
-    ),
-    (
-        "FedReg: the DP-SGD comparison point for EMNIST (σ = 0.01, 20 full-batch steps)",
-        "The 'matched PSNR' baseline carries essentially no privacy: ε ≈ 10⁵.",
-        ["--mechanism", "gaussian", "--noise-multiplier", "0.01", "--steps", "20", "--delta", "1e-5"],
-    ),
+
+class DemoPart(Protocol):
+    """What a paper adds to ``make demo`` (its ``demo`` part): ``tour`` — (title, explanation, ``privaudit
+    compute-epsilon`` arguments) per step; ``steps(out, executor, threads)`` — (title, ``privaudit`` arguments) of the
+    evidence steps after the default audit suite, writing under ``out``, with trials and shadow federations on
+    ``executor`` and torch on ``threads`` threads (an empty list when the suite covers the paper)."""
+
+    tour: Sequence[tuple[str, str, list[str]]]
+
+    def steps(self, out: str, executor: str, threads: str) -> list[tuple[str, list[str]]]: ...
+
+
+def demo_parts() -> list[DemoPart]:
+    """Every registered paper's demo part, in the registry's order."""
+    return [paper.demo.load() for paper in plugins.papers() if paper.demo is not None]
+
+
+#: The tour's closing step, about DP-SGD in general.
+GENERAL_TOUR = [
     (
         "DP-SGD in general: every accountant side by side (σ = 1, q = 0.01, 1000 steps)",
         "PRV and PLD agree; RDP is an upper bound ~15% looser; GDP is an approximation that under-states ε.",
@@ -83,6 +55,8 @@ TOUR: list[tuple[str, str, list[str]]] = [
          "--delta", "1e-5", "--accountant", "all"],
     ),
 ]
+
+TOUR: list[tuple[str, str, list[str]]] = [*(step for part in demo_parts() for step in part.tour), *GENERAL_TOUR]
 
 
 def run_tour(console: Console | None = None) -> int:
@@ -116,7 +90,8 @@ INVERSION_THREADS = "1"
 
 
 def default_steps(executor: str = DEMO_EXECUTOR) -> list[tuple[str, list[str]]]:
-    """The default audit (``make demo``): the registered claims, then the evidence the report's other sections show.
+    """The default audit (``make demo``): the registered claims, then the evidence the report's other sections show
+    (each paper's demo steps), then the report.
 
     Each step is (title, arguments of ``privaudit``); every step is seeded and runs on generated or embedded data.
     ``executor`` runs the trials of the audit and LiRA's shadows (``in-process`` for a single process).
@@ -124,42 +99,7 @@ def default_steps(executor: str = DEMO_EXECUTOR) -> list[tuple[str, list[str]]]:
     return [
         ("The claims: every registered claim at small scale (accountants, attacks, verdicts)",
          ["audit", "--suite", "default", "--executor", executor, "--out", OUT]),
-        ("PFA with MixGauss1 budgets: a federation whose clients each have their own ε (the ledger's pre-check stops it)",
-         ["train", "--algorithm", "pfa", "--budgets", "mixgauss1", "--clients", "20", "--clients-per-round", "0.8",
-          "--local-steps", "20", "--batch-size", "8", "--rounds", "10", "--dataset", "mnist5k", "--model", "pfa-lr",
-          "--out", f"{OUT}/runs/pfa", "--overwrite"]),
-        ("The same PFA federation with the reference code's closed-form noise σ = 10q√(T·log₁₀(1/δ))/ε",
-         ["train", "--algorithm", "pfa", "--budgets", "mixgauss1", "--clients", "20", "--clients-per-round", "0.8",
-          "--local-steps", "20", "--batch-size", "8", "--rounds", "10", "--dataset", "mnist5k", "--model", "pfa-lr",
-          "--noise-calibration", "reference", "--out", f"{OUT}/runs/pfa-reference-calibration", "--overwrite"]),
-        ("What each client of the reference-calibrated run really spent vs its budget",
-         ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa-reference-calibration", "--delta", "1e-5", "--accountant", "rdp",
-          "--out", f"{OUT}/pfa-reference-calibration-ledger.json"]),
-        ("What each PFA client really spent vs its budget (the run's ledger, RDP)",
-         ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa", "--delta", "1e-5", "--accountant", "rdp",
-          "--out", f"{OUT}/pfa-ledger.json"]),
-        ("ε vs rounds of the PFA client that spent the most, by every accountant that can account for it",
-         ["compute-epsilon", "--checkpoint", f"{OUT}/runs/pfa", "--delta", "1e-5", "--curve",
-          "--out", f"{OUT}/pfa-epsilon-curve.json"]),
-        ("Private Upcycled-FedProx (output perturbation, σ = 0.8): a federation to attack",
-         ["train", "--algorithm", "upcycled-fedprox", "--dataset", "synthetic:iid", "--rounds", "20",
-          "--privacy", "output-perturbation", "--noise", "0.8", "--clip", "10", "--out", f"{OUT}/runs/upcycled-private",
-          "--overwrite"]),
-        ("LiRA membership inference on that federation's final model (8 shadow federations)",
-         ["attack", "membership", "--checkpoint", f"{OUT}/runs/upcycled-private", "--attack", "lira", "--shadows", "8",
-          "--variance", "fixed", "--executor", executor, "--out", f"{OUT}/membership-lira"]),
-        ("Gradient inversion, analytic attack on a fully connected first layer: FedReg+MG's update (no noise)",
-         ["attack", "inversion", "--dataset", "lfw", "--model", "upcycled-mlp", "--defense", "fedreg-mg", "--attack",
-          "analytic", "--images", "4", "--out", f"{OUT}/inversion-fedreg-mg-analytic"]),
-        ("Inverting Gradients on a FedAvg update (convnet, 300 iterations)",
-         ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "fedavg", "--attack", "ig",
-          "--images", "2", "--iterations", "300", "--threads", INVERSION_THREADS, "--out", f"{OUT}/inversion-fedavg-ig"]),
-        ("Inverting Gradients on a FedReg+MG update (the attacker assumes FedAvg)",
-         ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "fedreg-mg", "--attack", "ig",
-          "--images", "2", "--iterations", "300", "--threads", INVERSION_THREADS, "--out", f"{OUT}/inversion-fedreg-mg-ig"]),
-        ("Inverting Gradients on a DP-SGD update (σ = 0.01: the result carries its ε)",
-         ["attack", "inversion", "--dataset", "lfw", "--model", "convnet", "--defense", "dpsgd:1e-2", "--attack", "ig",
-          "--images", "2", "--iterations", "300", "--threads", INVERSION_THREADS, "--out", f"{OUT}/inversion-dpsgd-ig"]),
+        *(step for part in demo_parts() for step in part.steps(OUT, executor, INVERSION_THREADS)),
         ("The audit report (Markdown + one self-contained HTML file)",
          ["report", OUT, "--out", f"{OUT}/report", "--title", "privaudit default audit"]),
     ]

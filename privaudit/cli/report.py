@@ -1,7 +1,9 @@
 """``privaudit report``: render result files, audit directories or a report's own merged ``results.json``.
 
 Two outputs: a report directory (``--out DIR``: report.md, report.html, results.json, figures/) or, for one evidence
-result file, its standalone page (``--out reports/<name>.md``: the Markdown and its figures beside it).
+result file, its standalone page (``--out reports/<name>.md``: the Markdown and its figures beside it). The flags map to
+a :class:`~privaudit.report.request.ReportRequest` (``--out`` checked before anything is read), rendered by
+:func:`privaudit.report.request.render`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from privaudit.cli.common import check_out_folder, cli_errors, fail, relocation_problem
+from privaudit.cli.common import cli_errors, fail, relocation_problem
 from privaudit.output_folder import opened
 
 
@@ -21,7 +23,8 @@ def register(app: typer.Typer) -> None:
         inputs: list[Path] = typer.Argument(..., help="Result JSON files, directories that contain them, or a report's merged results.json."),
         out: Path = typer.Option(Path("reports/report"), "--out",
                                  help="Output directory (report.md, report.html, results.json, figures/); a path ending in .md "
-                                      "renders one evidence result as its page (e.g. reports/evidence/pfa.json --out reports/pfa.md)."),
+                                      "renders one evidence result as its page (e.g. reports/evidence/<name>.json --out "
+                                      "reports/<name>.md)."),
         title: str = typer.Option("privaudit audit report", "--title", help="Report title (report directories only)."),
         note: str | None = typer.Option(None, "--note", help="A paragraph under the title, e.g. how to regenerate the report "
                                                             "(report directories only)."),
@@ -29,16 +32,17 @@ def register(app: typer.Typer) -> None:
         """Render any set of privaudit results into one report (Markdown and one self-contained HTML file)."""
         from rich.console import Console
 
-        from privaudit.report.build import build_page, build_report
+        # the report stack (matplotlib) loads when the command runs, not at every CLI start
+        from privaudit.report.request import ReportRequest, render
 
-        check_out_folder(out.parent if out.suffix == ".md" else out)  # before reading and rendering, not after
+        request = ReportRequest(tuple(inputs), out, title=title, note=note)
         console = Console()
-        if out.suffix == ".md":
-            page = build_page(list(inputs), out)
+        if request.page:
+            page = render(request)
             console.print(f"page: {page.markdown}  ({len(page.images)} figures)")
             return
         with opened(out, "report") as folder:  # a full disk: the report is written into a temporary folder instead
-            files = build_report(list(inputs), out, title=title, note=note)
+            files = render(request)
         console.print(f"report: {files.markdown}  ·  {files.html}  ·  {files.merged}  ({len(files.figures)} figures)")
         if files.missing:
             console.print(f"[dim]no results for: {', '.join(files.missing)}[/dim]")

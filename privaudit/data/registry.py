@@ -63,7 +63,7 @@ _POOLED: dict[str, _PooledEntry] = {
 }
 
 _SPECIAL = {
-    "synthetic:<α>,<β>": "FedProx Synthetic(α,β), 30 clients, d=60, C=10 (options dim, num_classes; Upcycled-FL: dim=20, num_classes=2)",
+    "synthetic:<α>,<β>": "FedProx Synthetic(α,β), 30 clients, d=60, C=10 (options dim, num_classes; 003 §7.1: dim=20, num_classes=2)",
     "synthetic:iid": "FedProx Synthetic iid variant (one global model, v_k = 0)",
     "leaf:<path>": "LEAF JSON (FEMNIST, Sent140): users are clients",
 }

@@ -10,14 +10,15 @@ a layer imports none above it (``tests/fl/test_fl_layers.py``).
   trainers, local training and its configuration, client sampling and stragglers, evaluation, seeding, checkpoints on
   disk (manifest + safetensors, :mod:`~privaudit.fl.engine.checkpoint`).
 * :mod:`privaudit.fl.algorithms` — one module per algorithm (FedAvg, FedProx, FedAvgM, SCAFFOLD, FedDyn, pFedMe,
-  FedYogi, FedCurv, FedSGD) and :class:`~privaudit.fl.algorithms.upcycled.Upcycled`, Upcycled-FL's even-round
-  extrapolation around any of them; wrappers forward capabilities generically (:mod:`~privaudit.fl.algorithms.base`).
+  FedYogi, FedCurv, FedSGD); wrappers forward capabilities generically (:mod:`~privaudit.fl.algorithms.base`).
   :mod:`~privaudit.fl.algorithms.registry` names every algorithm; the papers' own algorithms (PrivateFL, FedReg,
-  PFA and its baselines) live in :mod:`privaudit.papers` and register through its ``ALGORITHM_MODULES``.
+  PFA and its baselines) and wrappers (Upcycled-FL's even-round extrapolation around any algorithm) live in
+  :mod:`privaudit.papers` and register through the paper registry (:mod:`privaudit.plugins`).
 * :mod:`privaudit.fl.privacy` — privatizers as wrappers around any algorithm, each recording its privacy events in
-  the ledger: output and objective perturbation (Upcycled-FL), DP-SGD / PrivateFL's LDP, central DP at the server
-  (DP-FedAvg and PrivateFL's CDP, :mod:`~privaudit.fl.privacy.central_dp`), distributed DP (Skellam noise under
-  secure aggregation); :mod:`~privaudit.fl.privacy.registry` maps ``--privacy NAME`` to them.
+  the ledger: output perturbation, DP-SGD, central DP at the server (DP-FedAvg, :mod:`~privaudit.fl.privacy.central_dp`;
+  a paper's median variants plug in), distributed DP (Skellam noise under secure aggregation);
+  :mod:`~privaudit.fl.privacy.registry` maps ``--privacy NAME`` to them and to the papers' own mechanisms (Upcycled-FL's
+  objective perturbation, PrivateFL's name ``ldp`` for DP-SGD).
 * :mod:`privaudit.fl.canaries` — input, gradient and client canaries inserted into a run for membership audits
   (scoring them is :mod:`attacks.membership`'s job).
 * :mod:`privaudit.fl.run` — a run described by names and options (:class:`~privaudit.fl.run.TrainSpec`, what

@@ -5,7 +5,7 @@ above :mod:`privaudit.fl.privacy` (the engine imports neither algorithms nor pri
 
 :class:`TrainSpec` is the JSON-ready description (dataset spec string, model name, algorithm name and
 options, privacy mechanism and options, the federation settings); :func:`run_training` completes it with the
-algorithm's own defaults (:attr:`~privaudit.fl.algorithms.registry.AlgorithmSpec.train_defaults`), loads the
+algorithm's own defaults (:attr:`~privaudit.fl.algorithms.spec_types.AlgorithmSpec.train_defaults`), loads the
 data, builds algorithm and model, runs the federation and, given ``out``, writes the checkpoint with the spec in
 its manifest (``"train_spec"``), so a run can be repeated from its checkpoint alone.
 

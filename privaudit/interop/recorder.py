@@ -112,7 +112,7 @@ from privaudit.fl.engine.recorded_data import DATA_FILE, PARTITION_FILE
 from privaudit.interop.dataset_reference import DatasetReference
 from privaudit.interop.recorder_checks import poisson_count_check
 from privaudit.interop.releases import GaussianRelease, NoDP, Release, round_events
-from privaudit.models import MODEL_NAMES
+from privaudit.models import model_names
 from privaudit.report.producers import training_result
 from privaudit.report.results import write_result
 
@@ -158,8 +158,8 @@ def _architecture(model: nn.Module, architecture: str | ModelFactory | None) -> 
     if isinstance(architecture, ModelFactory):
         return {"kind": FACTORY, "factory": architecture.factory, "kwargs": dict(architecture.kwargs)}
     if isinstance(architecture, str):
-        if architecture not in MODEL_NAMES:
-            raise InvalidParameterError(f"unknown privaudit model {architecture!r}; name one of {', '.join(MODEL_NAMES)}, pass "
+        if architecture not in model_names():
+            raise InvalidParameterError(f"unknown privaudit model {architecture!r}; name one of {', '.join(model_names())}, pass "
                                         "a ModelFactory, or leave architecture=None for an nn.Sequential of torch.nn layers")
         return {"kind": REGISTRY, "name": architecture}
     if architecture is not None:

@@ -20,19 +20,13 @@ from pathlib import Path
 from privaudit import __version__
 from privaudit.errors import InvalidParameterError
 from privaudit.output_folder import folder_for, write_file
+from privaudit.report.blocks import Bullets, Section
+from privaudit.report.claim_sections import overview_section
 from privaudit.report.collect import Collection, collect
-from privaudit.report.evidence import PAGES, PageFiles, evidence_section, write_page
+from privaudit.report.evidence import PageFiles, evidence_section, write_page
 from privaudit.report.render import to_html, to_markdown
-from privaudit.report.results import merged_dict
-from privaudit.report.sections import (
-    BUILDERS,
-    HAND_MADE_KINDS,
-    SECTION_TITLES,
-    Bullets,
-    Section,
-    configuration_section,
-    overview_section,
-)
+from privaudit.report.results import evidence_pages, merged_dict
+from privaudit.report.sections import BUILDERS, HAND_MADE_KINDS, SECTION_TITLES, configuration_section
 
 
 @dataclass(frozen=True)
@@ -56,8 +50,9 @@ def build_sections(collection: Collection) -> tuple[list[Section], list[str]]:
             sections.append(section)
         elif kind not in HAND_MADE_KINDS:
             missing.append(SECTION_TITLES[kind])
-    sections += [evidence_section(res) for res in collection.results if res.kind in PAGES]
-    unknown = sorted(set(grouped) - set(BUILDERS) - set(PAGES))
+    pages = evidence_pages()
+    sections += [evidence_section(res) for res in collection.results if res.kind in pages]
+    unknown = sorted(set(grouped) - set(BUILDERS) - set(pages))
     sections.append(configuration_section(collection.results))
     notes = [f"no results for: {', '.join(missing)}"] if missing else []
     if unknown:

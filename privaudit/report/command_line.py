@@ -159,5 +159,5 @@ def privaudit_command(args: Sequence[str]) -> Iterator[None]:
 def current_command() -> str:
     """The command that is running: privaudit's CLI with the arguments it was given, or else this process as it was
     started (``sys.orig_argv``), the program named as it ran; secrets redacted."""
-    argv = _CLI[-1] if _CLI else _program(list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]))
+    argv = _CLI[-1] if _CLI else _program(list(sys.orig_argv or [sys.executable, *sys.argv]))
     return " ".join(t if t in _PLACEHOLDERS else shlex.quote(t) for t in redact(argv))

@@ -13,6 +13,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+
+from privaudit.report.claim_overview import row_glyphs, row_statement
 
 _DPI = 110
 
@@ -140,91 +143,110 @@ def overview_figure(panels: Sequence, width: float = 11.0):
     row's verdict is written beside it with the number that decided it (:func:`~privaudit.report.claim_overview.
     row_statement`). Every drawn glyph carries a ``gid`` ``"<kind>:<source>:refutes|plain:faded|solid"``.
     """
-    from matplotlib.lines import Line2D
-
-    from privaudit.report.claim_overview import row_glyphs, row_statement
-
     values = [v for p in panels for v in p.values()]
     lo, hi = _axis_span(values)
     g = max(0.4, 0.08 * (hi - lo))  # width (decades) of the grey zones at either end that hold ε = 0 and ε = ∞
-    x_zero, x_inf = 10 ** (lo - 1.5 * g), 10 ** (hi + 1.5 * g)
+    axis = _OverviewAxis(lo, hi, g)
     heights = [len(p.rows) + 1.9 for p in panels]  # + title and the panel's own ε tick labels
     fig, axes = plt.subplots(len(panels), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights},
                              figsize=(width, 1.0 + 0.3 * sum(heights)))
-
-    def at(value: float) -> float:
-        return x_inf if value == math.inf else (x_zero if value <= 0 else value)
-
-    colours = {"implementation": _IMPLEMENTATION, "paper": _PAPER, "attack": _ATTACK, "claimed": _CLAIMED}
     for ax, panel in zip(axes[:, 0], panels, strict=True):
-        n = len(panel.rows)
-        ax.set_ylim(n - 0.5, -0.7)
-        ax.axvspan(10 ** (lo - 2 * g), 10 ** (lo - g), color="#eeeeee", zorder=0)
-        ax.axvspan(10 ** (hi + g), 10 ** (hi + 2 * g), color="#eeeeee", zorder=0)
-        if panel.claimed is not None:
-            ax.axvline(at(panel.claimed), color=_CLAIMED, lw=0.8, ls=":", zorder=1)
-        for y, row in enumerate(panel.rows):
-            if y % 2:
-                ax.axhspan(y - 0.5, y + 0.5, color="#f6f6f6", zorder=0)
-            if row.note:
-                note = row.note if len(row.note) <= 100 else row.note[:99] + "…"
-                ax.text(0.5, y, note, transform=ax.get_yaxis_transform(), ha="center", va="center",
-                        fontsize=7.5, color="#555555", style="italic")
-            k = len(row.accountants)
-            for glyph in row_glyphs(row):
-                colour = colours[glyph.source]
-                alpha = _FADED if glyph.faded else 1.0
-                gid = f"{glyph.kind}:{glyph.source}:{'refutes' if glyph.refutes else 'plain'}:{'faded' if glyph.faded else 'solid'}"
-                # accountants above the row's middle, attacks below
-                yy = y + 0.2 if glyph.source == "attack" else y - 0.3 + (0.3 * glyph.slot / (k - 1) if k > 1 else 0.15)
-                if glyph.kind == "claimed":
-                    ax.plot([at(glyph.value)], [y], "|", color=colour, ms=16, mew=2.2, zorder=2, gid=gid)  # under the marks
-                elif glyph.kind == "span":
-                    ax.plot([at(glyph.start), at(glyph.value)], [yy, yy], "--" if glyph.faded else "-", color=colour,
-                            alpha=alpha, lw=2.4, solid_capstyle="butt", zorder=3, gid=gid)
-                else:
-                    marker, size = _GLYPH_MARKERS[glyph.kind]
-                    empty = glyph.kind == "attack" and glyph.value <= 0
-                    ax.plot([at(glyph.value)], [yy], marker, color=colour, alpha=alpha, ms=size, gid=gid,
-                            zorder=5 if glyph.kind in ("attack", "lower") else 4,
-                            markerfacecolor="white" if empty else colour)
-            statement = row_statement(row)
-            verdict_colour = VERDICT_COLOURS.get(row.verdict, "#555555")
-            ax.text(1.005, y, row.verdict + (f" · {statement}" if statement else ""), transform=ax.get_yaxis_transform(),
-                    ha="left", va="center", fontsize=7.5, color=verdict_colour, fontweight="bold")
-        ax.set_yticks(range(n))
-        ax.set_yticklabels([r.label if len(r.label) <= 44 else r.label[:43] + "…" for r in panel.rows], fontsize=7.5)
-        ax.tick_params(axis="y", length=0)
-        ax.tick_params(axis="x", labelbottom=True, labelsize=8)  # ε is readable under every panel, not the last only
-        colour = VERDICT_COLOURS.get(panel.verdict, "#333333")
-        claimed = "no ε claimed" if panel.claimed is None else f"claimed ε = {panel.claimed:.4g}" + (
-            f", δ = {panel.delta:g}" if panel.delta else "")
-        title = f"{panel.claim_id}: {claimed} — {panel.verdict.upper()}"
-        if panel.basis and len(title) + len(panel.basis) <= 110:  # the basis, where it fits on the line
-            title += f" ({panel.basis})"
-        ax.set_title(title, loc="left", fontsize=9, color=colour, fontweight="bold")
-        ax.grid(True, axis="x", which="major", alpha=0.3)
+        _draw_panel(ax, panel, axis)
     bottom = axes[-1, 0]
     bottom.set_xscale("log")
     bottom.set_xlim(10 ** (lo - 2 * g), 10 ** (hi + 2 * g))
     decades = range(int(lo), int(hi) + 1)
-    bottom.set_xticks([x_zero, *(10.0 ** d for d in decades), x_inf])
+    bottom.set_xticks([axis.x_zero, *(10.0 ** d for d in decades), axis.x_inf])
     bottom.set_xticklabels(["0", *(_decade_label(d) for d in decades), "∞"])
     bottom.minorticks_off()
     bottom.set_xlabel("ε (log scale; the grey ends hold ε = 0 and ε = ∞)")
-    handles = [Line2D([], [], ls="", marker="|", ms=12, mew=2.2, color=_CLAIMED, label="claimed ε"),
-               Line2D([], [], lw=2.4, color=_IMPLEMENTATION, label="accountant ε, the code as run"),
-               Line2D([], [], lw=2.4, color=_PAPER, label="accountant ε, the paper's assumptions"),
-               Line2D([], [], ls="", marker=">", ms=6.5, color="#555555", label="accountant: lower end (ε ≥)"),
-               Line2D([], [], ls="", marker="<", ms=6.5, color="#555555", label="accountant: upper end (ε ≤)"),
-               Line2D([], [], ls="", marker="D", ms=5, color="#555555", label="accountant: exact (lower = upper)"),
-               Line2D([], [], lw=2.4, ls="--", alpha=_FADED, color="#555555",
-                      label="faded: that end rests on assumptions that fail"),
-               Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, label="attack: certified ε lower bound"),
-               Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, markerfacecolor="white", label="attack: lower bound 0")]
-    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=7.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.legend(handles=_overview_legend(), loc="upper center", ncol=3, fontsize=7.5, frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
     return fig
+
+
+class _OverviewAxis:
+    """The overview's shared log ε axis: decades ``lo``…``hi`` with grey zones ``g`` decades wide for ε = 0 and ∞."""
+
+    def __init__(self, lo: float, hi: float, g: float) -> None:
+        self.lo, self.hi, self.g = lo, hi, g
+        self.x_zero, self.x_inf = 10 ** (lo - 1.5 * g), 10 ** (hi + 1.5 * g)
+
+    def at(self, value: float) -> float:
+        return self.x_inf if value == math.inf else (self.x_zero if value <= 0 else value)
+
+
+_GLYPH_COLOURS = {"implementation": _IMPLEMENTATION, "paper": _PAPER, "attack": _ATTACK, "claimed": _CLAIMED}
+
+
+def _draw_panel(ax, panel, axis: _OverviewAxis) -> None:  # type: ignore[no-untyped-def]
+    """One claim's panel: grey ends, the claimed ε line, each reading's glyphs and verdict, the panel's title."""
+    lo, hi, g = axis.lo, axis.hi, axis.g
+    n = len(panel.rows)
+    ax.set_ylim(n - 0.5, -0.7)
+    ax.axvspan(10 ** (lo - 2 * g), 10 ** (lo - g), color="#eeeeee", zorder=0)
+    ax.axvspan(10 ** (hi + g), 10 ** (hi + 2 * g), color="#eeeeee", zorder=0)
+    if panel.claimed is not None:
+        ax.axvline(axis.at(panel.claimed), color=_CLAIMED, lw=0.8, ls=":", zorder=1)
+    for y, row in enumerate(panel.rows):
+        if y % 2:
+            ax.axhspan(y - 0.5, y + 0.5, color="#f6f6f6", zorder=0)
+        if row.note:
+            note = row.note if len(row.note) <= 100 else row.note[:99] + "…"
+            ax.text(0.5, y, note, transform=ax.get_yaxis_transform(), ha="center", va="center",
+                    fontsize=7.5, color="#555555", style="italic")
+        _draw_glyphs(ax, row, y, axis)
+        statement = row_statement(row)
+        verdict_colour = VERDICT_COLOURS.get(row.verdict, "#555555")
+        ax.text(1.005, y, row.verdict + (f" · {statement}" if statement else ""), transform=ax.get_yaxis_transform(),
+                ha="left", va="center", fontsize=7.5, color=verdict_colour, fontweight="bold")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([r.label if len(r.label) <= 44 else r.label[:43] + "…" for r in panel.rows], fontsize=7.5)
+    ax.tick_params(axis="y", length=0)
+    ax.tick_params(axis="x", labelbottom=True, labelsize=8)  # ε is readable under every panel, not the last only
+    colour = VERDICT_COLOURS.get(panel.verdict, "#333333")
+    claimed = "no ε claimed" if panel.claimed is None else f"claimed ε = {panel.claimed:.4g}" + (
+        f", δ = {panel.delta:g}" if panel.delta else "")
+    title = f"{panel.claim_id}: {claimed} — {panel.verdict.upper()}"
+    if panel.basis and len(title) + len(panel.basis) <= 110:  # the basis, where it fits on the line
+        title += f" ({panel.basis})"
+    ax.set_title(title, loc="left", fontsize=9, color=colour, fontweight="bold")
+    ax.grid(True, axis="x", which="major", alpha=0.3)
+
+
+def _draw_glyphs(ax, row, y: int, axis: _OverviewAxis) -> None:  # type: ignore[no-untyped-def]
+    """A reading's glyphs (:func:`~privaudit.report.claim_overview.row_glyphs`): accountants above the row's middle,
+    attacks below."""
+    k = len(row.accountants)
+    for glyph in row_glyphs(row):
+        colour = _GLYPH_COLOURS[glyph.source]
+        alpha = _FADED if glyph.faded else 1.0
+        gid = f"{glyph.kind}:{glyph.source}:{'refutes' if glyph.refutes else 'plain'}:{'faded' if glyph.faded else 'solid'}"
+        yy = y + 0.2 if glyph.source == "attack" else y - 0.3 + (0.3 * glyph.slot / (k - 1) if k > 1 else 0.15)
+        if glyph.kind == "claimed":
+            ax.plot([axis.at(glyph.value)], [y], "|", color=colour, ms=16, mew=2.2, zorder=2, gid=gid)  # under the marks
+        elif glyph.kind == "span":
+            ax.plot([axis.at(glyph.start), axis.at(glyph.value)], [yy, yy], "--" if glyph.faded else "-", color=colour,
+                    alpha=alpha, lw=2.4, solid_capstyle="butt", zorder=3, gid=gid)
+        else:
+            marker, size = _GLYPH_MARKERS[glyph.kind]
+            empty = glyph.kind == "attack" and glyph.value <= 0
+            ax.plot([axis.at(glyph.value)], [yy], marker, color=colour, alpha=alpha, ms=size, gid=gid,
+                    zorder=5 if glyph.kind in ("attack", "lower") else 4,
+                    markerfacecolor="white" if empty else colour)
+
+
+def _overview_legend() -> list[Line2D]:
+    return [Line2D([], [], ls="", marker="|", ms=12, mew=2.2, color=_CLAIMED, label="claimed ε"),
+            Line2D([], [], lw=2.4, color=_IMPLEMENTATION, label="accountant ε, the code as run"),
+            Line2D([], [], lw=2.4, color=_PAPER, label="accountant ε, the paper's assumptions"),
+            Line2D([], [], ls="", marker=">", ms=6.5, color="#555555", label="accountant: lower end (ε ≥)"),
+            Line2D([], [], ls="", marker="<", ms=6.5, color="#555555", label="accountant: upper end (ε ≤)"),
+            Line2D([], [], ls="", marker="D", ms=5, color="#555555", label="accountant: exact (lower = upper)"),
+            Line2D([], [], lw=2.4, ls="--", alpha=_FADED, color="#555555",
+                   label="faded: that end rests on assumptions that fail"),
+            Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, label="attack: certified ε lower bound"),
+            Line2D([], [], ls="", marker=">", ms=7, color=_ATTACK, markerfacecolor="white", label="attack: lower bound 0")]
 
 
 def _decade_label(d: int) -> str:

@@ -118,6 +118,7 @@ def ledger_data(ledger: PrivacyLedger, delta: float, accountant: str = "auto",
     if reported is None:
         raw = (manifest or {}).get("reported_epsilon") or []
         if raw:
+            # the assessment loads every accountant (scipy, prv-accountant): only for runs that report their own ε
             from privaudit.accounting.reported import assess_all
 
             reported = assess_all(raw if isinstance(raw, list) else [], ledger, accountant)
@@ -161,7 +162,7 @@ def _is_exact_for(name: str, ledger: PrivacyLedger, client: str, last_round: int
     """prv answers a composition of plain Gaussian releases in closed form (μ-GDP), so it is cheap at every round."""
     if name != "prv":
         return False
-    from privaudit.accounting.gaussian import plain_gaussian_mu
+    from privaudit.accounting.gaussian import plain_gaussian_mu  # loads scipy: not at import
 
     return plain_gaussian_mu(ledger.composition_through(client, last_round)) is not None
 
@@ -177,8 +178,6 @@ def epsilon_curve_data(ledger: PrivacyLedger, delta: float, accountants: Sequenc
     exact) and pld are evaluated at no more than ``max_points`` evenly spaced rounds, ``None`` elsewhere,
     and ``evaluated_rounds`` says where. An accountant that cannot answer is listed under ``unavailable``.
     """
-    from privaudit.accounting.accountants import get_accountant
-
     if max_points < 2:
         raise InvalidParameterError(f"the curve needs at least 2 points per accountant, got {max_points}")
     if not ledger.events:
@@ -187,30 +186,60 @@ def epsilon_curve_data(ledger: PrivacyLedger, delta: float, accountants: Sequenc
     if rounds is None:
         rounds = sorted(set(range(1, max(ledger.event_rounds()) + 1)) | set(ledger.event_rounds()))
     rounds = sorted({int(r) for r in rounds})
-    notes: list[str] = []
-    unavailable: dict[str, str] = {}
     selected_by = None
     if client is None:
-        finals: dict[str, float] = {}
-        for name in names:
-            acct = get_accountant(name)
-            reasons = {acct.unsupported_reason(ledger.composition_through(c, rounds[-1])) for c in ledger.clients()}
-            if reasons == {None}:
-                try:
-                    finals = {cid: c.epsilon for cid, c in ledger.summary(delta, accountant=name).per_client.items()}
-                except (NumericalFailure, UnsupportedMechanismError):
-                    continue
-                selected_by = name
-                break
-        if selected_by is None:
-            raise InvalidParameterError(f"none of the accountants {', '.join(names)} can account for every client of this ledger")
-        client = max(finals, key=lambda cid: finals[cid])
+        client, selected_by = _largest_final_client(ledger, names, delta, rounds[-1])
     client = str(client)
     if client not in ledger.clients():
         raise InvalidParameterError(f"client {client!r} has no events or budget in this ledger")
+    curves = _client_curves(ledger, names, client, delta, rounds, max_points)
+    series = curves["epsilon"]
+    final = {name: next((v for v in reversed(vals) if v is not None), None) for name, vals in series.items()}
+    return {
+        "rounds": rounds,
+        "epsilon": series,
+        "delta": delta,
+        "client": client,
+        "selected_by": selected_by or "given",
+        "selection": (f"client {client}: largest final ε under {selected_by}" if selected_by else f"client {client} (given)"),
+        "final_epsilon": final,
+        "evaluated_rounds": curves["evaluated_rounds"],
+        "unavailable": curves["unavailable"],
+        "notes": curves["notes"],
+        "clients": len(ledger.clients()),
+        "neighbouring": ledger.neighbouring.value,
+    }
+
+
+def _largest_final_client(ledger: PrivacyLedger, names: Sequence[str], delta: float, last_round: int) -> tuple[str, str]:
+    """(the client with the largest final ε, the accountant that decided it): the first of ``names`` that supports
+    every client's composition."""
+    # the accountants load scipy and prv-accountant: imported when a curve is drawn, not with the report
+    from privaudit.accounting.accountants import get_accountant
+
+    for name in names:
+        acct = get_accountant(name)
+        reasons = {acct.unsupported_reason(ledger.composition_through(c, last_round)) for c in ledger.clients()}
+        if reasons == {None}:
+            try:
+                finals = {cid: c.epsilon for cid, c in ledger.summary(delta, accountant=name).per_client.items()}
+            except (NumericalFailure, UnsupportedMechanismError):
+                continue
+            return max(finals, key=lambda cid: finals[cid]), name
+    raise InvalidParameterError(f"none of the accountants {', '.join(names)} can account for every client of this ledger")
+
+
+def _client_curves(ledger: PrivacyLedger, names: Sequence[str], client: str, delta: float, rounds: list[int],
+                   max_points: int) -> dict[str, Any]:
+    """``client``'s ε per round under each accountant (``epsilon``, ``evaluated_rounds``), the accountants that could
+    not answer (``unavailable``) and ``notes``; one clear error when none could."""
+    # the accountants load scipy and prv-accountant: imported when a curve is drawn, not with the report
+    from privaudit.accounting.accountants import get_accountant
 
     series: dict[str, list[float | None]] = {}
     evaluated: dict[str, list[int]] = {}
+    unavailable: dict[str, str] = {}
+    notes: list[str] = []
     for name in names:
         acct = get_accountant(name)
         reason = acct.unsupported_reason(ledger.composition_through(client, rounds[-1]))
@@ -234,21 +263,7 @@ def epsilon_curve_data(ledger: PrivacyLedger, delta: float, accountants: Sequenc
     if not series:
         raise InvalidParameterError("no accountant could answer for this client: " +
                                     "; ".join(f"{k}: {v}" for k, v in unavailable.items()))
-    final = {name: next((v for v in reversed(vals) if v is not None), None) for name, vals in series.items()}
-    return {
-        "rounds": rounds,
-        "epsilon": series,
-        "delta": delta,
-        "client": client,
-        "selected_by": selected_by or "given",
-        "selection": (f"client {client}: largest final ε under {selected_by}" if selected_by else f"client {client} (given)"),
-        "final_epsilon": final,
-        "evaluated_rounds": evaluated,
-        "unavailable": unavailable,
-        "notes": notes,
-        "clients": len(ledger.clients()),
-        "neighbouring": ledger.neighbouring.value,
-    }
+    return {"epsilon": series, "evaluated_rounds": evaluated, "unavailable": unavailable, "notes": notes}
 
 
 def epsilon_curve_result(ledger: PrivacyLedger, delta: float, accountants: Sequence[str] = CURVE_ACCOUNTANTS,

@@ -5,7 +5,7 @@
     {"schema": "privaudit.result/1",
      "kind": "claim-audit" | "ledger" | "epsilon-curve" | "membership-attack" | "inversion" | "training" | ...,
      "title": "one line",
-     "data": {...kind-specific, see KINDS...},
+     "data": {...kind-specific, see KINDS and evidence_pages()...},
      "config": {...the exact inputs that produced it...},
      "provenance": {"privaudit": "0.1.0", "python": "3.11.7", "platform": "...", "created": "ISO-8601 UTC",
                     "command": "privaudit ...", "seed": 0, "packages": {"numpy": "...", "torch": "..."}},
@@ -17,7 +17,7 @@ explicitly is redacted too.
 
 Figures are not embedded in result files; the report layer draws them from ``data``. ``inputs`` (optional)
 declares the other files a result is rendered with — another result it is joined with, or a figure the run drew
-that the numbers cannot redraw (a reconstruction grid); each kind may require some (:data:`REQUIRED_INPUTS`).
+that the numbers cannot redraw (a reconstruction grid); each kind may require some (:func:`required_inputs`).
 Reading validates the envelope, the kind's required keys and declared input names, so a foreign or truncated
 file is one clear error; :meth:`Result.input_path` makes a declared input that is missing one clear error too.
 
@@ -39,13 +39,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from privaudit import __version__
+from privaudit import __version__, plugins
 from privaudit.errors import InvalidParameterError
+from privaudit.output_folder import write_file
+from privaudit.plugins import EvidencePageRef
 from privaudit.report.command_line import current_command, redact_text
 
 RESULT_SCHEMA = "privaudit.result/1"
 
-#: Known kinds and the keys their ``data`` must contain (others are allowed). Documented in README.
+#: Known kinds and the keys their ``data`` must contain (others are allowed). Documented in README. The evidence
+#: kinds (one per committed page under ``reports/``) are declared by the papers: :func:`evidence_pages`.
 KINDS: dict[str, tuple[str, ...]] = {
     # one claim checked: claimed (ε, δ), accountant ε (paper's / implementation's assumptions), ε lower bounds, verdict
     "claim-audit": ("claim_id", "claimed", "accountant", "lower_bounds", "verdict", "reason"),
@@ -61,28 +64,42 @@ KINDS: dict[str, tuple[str, ...]] = {
     "training": ("algorithm", "rounds", "accuracy"),
     # a table of any shape: {"columns": [...], "rows": [[...], ...]}
     "table": ("columns", "rows"),
-    # evidence reports (one kind per committed page under reports/, rendered by privaudit.report.evidence):
-    # Upcycled-FL Table 1's shape: one record per (dataset, algorithm, seed) run
-    "upcycled-table1": ("seeds", "rounds", "datasets", "upcycle", "display", "runs", "wall_minutes", "workers", "cpus"),
-    # private FedProx vs private Upcycled-FedProx: per-run ledger ε, the paper's ε̄, accuracy, loss curves
-    "upcycled-private": ("delta", "tau", "rounds", "seed", "accountant", "runs", "paper_size_epsilon", "wall_minutes",
-                         "workers", "cpus"),
-    # PrivateFL: FedAvg vs PrivateFL under LDP/CDP/DDP, one record per run
-    "privatefl-evidence": ("rounds", "epsilons", "dataset", "delta", "runs", "dpsgd_speed", "ddp_roundtrip", "wall_minutes",
-                           "workers", "cpus"),
-    # FedReg: R_a convergence and accuracy vs DP-SGD (joined with the inversion evidence and the claims audit)
-    "fedreg-evidence": ("settings", "runs", "seconds", "r_a", "sgd_reference", "accuracy"),
-    # gradient inversion vs ε: one record per dataset × defence × attack
-    "inversion-evidence": ("settings", "seconds", "records"),
-    # PFA / PFA+ / WeiAvg: the numbers each table prints (accuracy, realised ε, uplink) and the no-training tables
-    "pfa-evidence": ("settings", "wall_seconds", "workers", "training_seconds", "accuracy", "comparisons", "privacy", "uplink",
-                     "claim_table", "participation", "paper_scale_uplink"),
+    # privaudit check RUN: each check's status, p-value, level, reason, assumptions and needs (schemas/check.schema.json)
+    "check": ("schema", "alpha", "outcome", "checks"),
 }
 
-#: Inputs a kind's result must declare (``inputs``), by name: the other files it is rendered with.
-REQUIRED_INPUTS: dict[str, tuple[str, ...]] = {
-    "fedreg-evidence": ("inversion", "claims_audit"),
-}
+
+def evidence_pages() -> dict[str, EvidencePageRef]:
+    """The evidence kinds the registered papers declare (:attr:`privaudit.plugins.Paper.evidence_pages`), by kind.
+
+    One committed page per kind (rendered by :mod:`privaudit.report.evidence`); each declares the keys its result's
+    ``data`` must contain and the inputs it must declare. A kind declared twice, or one that redefines a
+    :data:`KINDS` entry, is one clear error.
+    """
+    pages: dict[str, EvidencePageRef] = {}
+    for paper in plugins.papers():
+        for page in paper.evidence_pages:
+            if page.kind in pages or page.kind in KINDS:
+                raise InvalidParameterError(f"paper {paper.key!r} declares the result kind {page.kind!r}, which is "
+                                            "already a known kind")
+            pages[page.kind] = page
+    return pages
+
+
+def required_keys(kind: str) -> tuple[str, ...] | None:
+    """The keys a ``kind`` result's ``data`` must contain (:data:`KINDS`, else the paper's declaration); ``None`` for
+    an unknown kind."""
+    if kind in KINDS:
+        return KINDS[kind]
+    page = evidence_pages().get(kind)
+    return None if page is None else page.data_keys
+
+
+def required_inputs(kind: str) -> tuple[str, ...]:
+    """The inputs a ``kind`` result must declare by name (an evidence kind's, as its paper declares them)."""
+    page = None if kind in KINDS else evidence_pages().get(kind)
+    return () if page is None else page.inputs
+
 
 #: The schema of a report's merged ``results.json`` (:func:`merged_dict`).
 MERGED_SCHEMA = "privaudit.report/1"
@@ -207,15 +224,13 @@ def make_result(kind: str, title: str, data: dict[str, Any], config: dict[str, A
 def write_result(path: str | Path, result: Result) -> Path:
     """Write ``result`` as pretty JSON (parent directories created; atomically, and a failure names the file:
     :func:`privaudit.output_folder.write_file`); returns the path."""
-    from privaudit.output_folder import write_file
-
     return write_file(path, json.dumps(result.to_dict(), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def _check_kind(kind: str, data: Any, origin: str) -> None:
     if not isinstance(data, dict):
         raise InvalidParameterError(f"{origin}: 'data' must be an object")
-    required = KINDS.get(kind)
+    required = required_keys(kind)
     if required is None:
         return  # unknown kinds are allowed (newer privaudit versions); the report lists them as such
     missing = [k for k in required if k not in data]
@@ -226,7 +241,7 @@ def _check_kind(kind: str, data: Any, origin: str) -> None:
 def _check_inputs(kind: str, inputs: Any, origin: str) -> None:
     if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in inputs.items()):
         raise InvalidParameterError(f"{origin}: 'inputs' must map names to file paths")
-    missing = [name for name in REQUIRED_INPUTS.get(kind, ()) if name not in inputs]
+    missing = [name for name in required_inputs(kind) if name not in inputs]
     if missing:
         raise InvalidParameterError(f"{origin}: a '{kind}' result must declare its input(s) {', '.join(missing)}")
 

@@ -14,6 +14,8 @@ file                                       documents                            
                                            (``privaudit.report/1``)
 ``scores-audit.schema.json``               ``audit --scores --out DIR``'s              ``urn:privaudit:schema:scores-audit:1``
                                            ``scores-audit.json``
+``check.schema.json``                      ``privaudit check --json`` and a ``check``  ``urn:privaudit:schema:check:1``
+                                           result's data (``privaudit.check/1``)
 =========================================  ==========================================  ==============================
 
 Schemas refer to each other by ``$id``. :func:`validate` (needs the ``jsonschema`` package, in the ``dev`` extra)
@@ -39,6 +41,7 @@ SCHEMAS: dict[str, str | None] = {
     "result": "privaudit.result/1",
     "report-results": "privaudit.report/1",
     "scores-audit": None,
+    "check": "privaudit.check/1",
 }
 
 

@@ -6,13 +6,14 @@ the route's own) — and a route whose bound would not be valid under those assu
 :class:`~privaudit.errors.RouteNotApplicable`, never run. :func:`audit_scores` runs every route and lists, for
 each, its bound or the reason it was not run.
 
-Every estimator validates its inputs here, once; computes the bound; computes the ceiling
-(:mod:`privaudit.stats.ceiling`); and, when a claimed ε is given, the power of an *optimal* attack to refute it
-if the mechanism were ``power_factor``× less private — calibrated to the claim, from the declared family's
-canonical mechanism, never from the observed scores (:mod:`privaudit.stats.power`; Gaussian family only, else
-``power`` is None and ``no_power_reason`` says why). ``attack_optimal`` records the auditor's declaration that the
-attack is optimal for the declared mechanism, the assumption under which that power speaks for the attack that
-ran. :data:`ESTIMATORS` maps the names to functions so the CLI and the report can list them.
+Every estimator validates its inputs here, once; computes the bound (with the route's strategy and sidedness,
+:class:`RouteOptions`); computes the ceiling (:mod:`privaudit.stats.ceiling`); and, when a claimed ε is given
+(:class:`~privaudit.stats.claim_power.ClaimPower`), the power of an *optimal* attack to refute it if the mechanism
+were ``factor``× less private — calibrated to the claim, from the declared family's canonical mechanism, never from
+the observed scores (:mod:`privaudit.stats.power`; Gaussian family only, else ``power`` is None and
+``no_power_reason`` says why). The claim's ``attack_optimal`` records the auditor's declaration that the attack is
+optimal for the declared mechanism, the assumption under which that power speaks for the attack that ran.
+:data:`ESTIMATORS` maps the names to functions so the CLI and the report can list them.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ import numpy as np
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.ceiling import ceiling
+from privaudit.stats.claim_power import NO_CLAIM, ClaimPower
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.guess_selection import split_ceiling
 from privaudit.stats.one_run import one_run_epsilon
 from privaudit.stats.one_run_fdp import one_run_fdp_epsilon
-from privaudit.stats.power import PowerRequest, canonical_power, declared, power_unavailable
+from privaudit.stats.power import canonical_power, declared, power_unavailable
 from privaudit.stats.routes import ROUTES, Route, applicable_routes, resolve_assumptions, route
 from privaudit.stats.scores import AuditScores, check_delta, check_positive_delta, check_significance
 from privaudit.stats.strategies import MultiSplit, Split, Strategy
@@ -69,6 +71,18 @@ def default_strategy(name: str) -> Strategy:
     return route(name).default_strategy
 
 
+@dataclass(frozen=True)
+class RouteOptions:
+    """How a route turns scores into guesses: its ``strategy`` (thresholds, splits, guess counts; ``None``: the route's
+    default) and whether it also guesses "in" for low scores (``two_sided``; only routes that allow it)."""
+
+    strategy: Strategy | None = None
+    two_sided: bool = False
+
+
+DEFAULT_ROUTE_OPTIONS = RouteOptions()
+
+
 def estimate(
     name: str,
     in_scores: object,
@@ -78,30 +92,24 @@ def estimate(
     design: object | None = None,
     significance: float = 0.05,
     delta: float = 1e-5,
-    strategy: Strategy | None = None,
-    two_sided: bool = False,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 200,
-    power_seed: int = 0,
-    attack_optimal: bool = False,
-    min_power: float = 0.8,
-    power_progress: bool = False,
+    route_options: RouteOptions = DEFAULT_ROUTE_OPTIONS,
+    claim: ClaimPower = NO_CLAIM,
 ) -> LowerBound:
     """Run estimator ``name`` (see :mod:`privaudit.stats.routes`) and return its bound, ceiling and (optional) power.
 
     Raises :class:`~privaudit.errors.RouteNotApplicable` when the route is not valid for ``mechanism`` under
-    ``design``. ``min_power`` is the target of the power simulation's stopping rule (the verdict's ``min_power``);
-    ``power_progress`` shows a progress bar for long power simulations.
+    ``design``. ``claim`` asks for the power against a claimed ε (its ``min_power`` is the target of the power
+    simulation's stopping rule, the verdict's ``min_power``; its ``progress`` shows a bar for long simulations).
     """
     chosen = route(name)
     family, provenance = resolve_assumptions(chosen, mechanism, design)
     scores = AuditScores.of(in_scores, out_scores)
     significance = check_significance(significance)
     delta = check_positive_delta(delta, name) if chosen.positive_delta else check_delta(delta)
+    two_sided = route_options.two_sided
     if two_sided and not chosen.two_sided:
         raise InvalidParameterError(f"{name} is one-sided: it guesses 'in' for high scores; negate the scores instead")
-    strategy = chosen.default_strategy if strategy is None else strategy
+    strategy = chosen.default_strategy if route_options.strategy is None else route_options.strategy
 
     def bound(candidate: AuditScores, picked: Strategy = strategy) -> float:
         return chosen.bound(candidate, significance, delta, picked, two_sided)[0]
@@ -109,15 +117,15 @@ def estimate(
     epsilon, details = chosen.bound(scores, significance, delta, strategy, two_sided)
     details = dict(details, reference=chosen.reference)
     power, no_power = None, None
-    if claimed_epsilon is not None:
-        request = PowerRequest(claimed_epsilon, delta, power_factor, power_trials, power_seed, min_power, power_progress)
-        no_power = power_unavailable(family, chosen, strategy, delta, power_factor)
+    if claim.claimed_epsilon is not None:
+        request = claim.request(delta)
+        no_power = power_unavailable(family, chosen, strategy, delta, claim.factor)
         if no_power is None:
             power = declared(canonical_power(
                 bound, request, sizes=(scores.n_in, scores.n_out), design=provenance,
                 key=(name, strategy, two_sided, significance), method_suffix=f"; route {name}",
-                label=f"power of an optimal attack at {power_factor:g}× the claim · {name}",
-            ), attack_optimal)
+                label=f"power of an optimal attack at {claim.factor:g}× the claim · {name}",
+            ), claim.attack_optimal)
     return LowerBound(
         estimator=name,
         epsilon_lb=epsilon,
@@ -131,7 +139,7 @@ def estimate(
         details=details,
         mechanism=family.value,
         design=provenance.value,
-        attack_optimal=bool(attack_optimal),
+        attack_optimal=bool(claim.attack_optimal),
         no_power_reason=no_power,
     )
 
@@ -162,13 +170,7 @@ def audit_scores(
     design: object = "fixed",
     significance: float = 0.05,
     delta: float = 1e-5,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 200,
-    power_seed: int = 0,
-    attack_optimal: bool = False,
-    min_power: float = 0.8,
-    power_progress: bool = False,
+    claim: ClaimPower = NO_CLAIM,
 ) -> list[RouteOutcome]:
     """Every route on the same scores: the applicable ones at α/(number applicable) each, the others with a reason.
 
@@ -191,9 +193,7 @@ def audit_scores(
             outcomes.append(RouteOutcome(name, None, reason))
             continue
         bound = estimate(name, scores.in_scores, scores.out_scores, mechanism=mechanism, design=design,
-                         significance=share, delta=delta, claimed_epsilon=claimed_epsilon, power_factor=power_factor,
-                         power_trials=power_trials, power_seed=power_seed, attack_optimal=attack_optimal,
-                         min_power=min_power, power_progress=power_progress)
+                         significance=share, delta=delta, claim=claim)
         outcomes.append(RouteOutcome(name, bound, None))
     return outcomes
 

@@ -31,10 +31,10 @@ import numpy as np
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import Design, MechanismFamily
 from privaudit.stats.ceiling import ceiling
+from privaudit.stats.claim_power import NO_CLAIM, ClaimPower
 from privaudit.stats.estimates import LowerBound, PowerEstimate
 from privaudit.stats.gdp import gdp_bound, mu_to_epsilon
 from privaudit.stats.power import (
-    PowerRequest,
     alternative_mu,
     canonical_power,
     canonical_rounds_power,
@@ -121,39 +121,23 @@ def _per_round(rounds: Sequence[tuple[object, object]], significance: float, del
     return _PerRound(significance, delta, strategy, per_round_alpha, mus, ceilings, sizes, round_mu)
 
 
-@dataclass(frozen=True)
-class _PowerAsk:
-    """What a power figure for per-round bounds needs besides the rounds themselves."""
-
-    claimed_epsilon: float | None
-    factor: float
-    trials: int
-    seed: int
-    attack_optimal: bool
-    min_power: float
-    progress: bool
-
-    def request(self, per: _PerRound) -> PowerRequest:
-        """The power simulation asked for (checked: :class:`~privaudit.stats.power.PowerRequest`)."""
-        return PowerRequest(self.claimed_epsilon, per.delta, self.factor, self.trials, self.seed, self.min_power,
-                            self.progress)
-
-    def unavailable(self, per: _PerRound) -> str | None:
-        self.request(per)
-        return power_unavailable(MechanismFamily.GAUSSIAN, ROUTES["gdp"], per.strategy, per.delta, self.factor)
+def _unavailable(per: _PerRound, claim: ClaimPower) -> str | None:
+    """Why per-round GDP bounds have no power for ``claim`` (``None``: they have; the request is checked first)."""
+    claim.request(per.delta)
+    return power_unavailable(MechanismFamily.GAUSSIAN, ROUTES["gdp"], per.strategy, per.delta, claim.factor)
 
 
-def _composed_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
+def _composed_power(per: _PerRound, ask: ClaimPower) -> PowerEstimate:
     """P[√(Σ μ_t,lb²) → ε > claim] for T equal Gaussian rounds of total μ_alt (module docstring)."""
 
     def bound(rounds: Sequence[AuditScores]) -> float:
         return mu_to_epsilon(compose_mu([per.round_mu(scores) for scores in rounds]).mu_total, per.delta)
 
-    return canonical_rounds_power(bound, per.sizes, ask.request(per), key=("gdp-composed", per.strategy, per.per_round_alpha),
+    return canonical_rounds_power(bound, per.sizes, ask.request(per.delta), key=("gdp-composed", per.strategy, per.per_round_alpha),
                                   method_suffix="; bound: gdp-composed")
 
 
-def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
+def _best_round_power(per: _PerRound, ask: ClaimPower) -> PowerEstimate:
     """The smallest single-round power at μ_alt/√T over the rounds' distinct sizes (module docstring)."""
     rounds = len(per.sizes)
     per_round_mu = alternative_mu(ask.claimed_epsilon, per.delta, ask.factor) / math.sqrt(rounds)
@@ -161,7 +145,7 @@ def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
     def bound(scores: AuditScores) -> float:
         return mu_to_epsilon(per.round_mu(scores), per.delta)
 
-    request = ask.request(per)
+    request = ask.request(per.delta)
     figures = [canonical_power(bound, request, sizes=size, design=Design.TRIALS,
                                key=("gdp-best-round", per.strategy, per.per_round_alpha), mu=per_round_mu, rounds=rounds,
                                method_suffix=(f"; bound: gdp-best-round, as the power of the one round that must have "
@@ -171,7 +155,7 @@ def _best_round_power(per: _PerRound, ask: _PowerAsk) -> PowerEstimate:
 
 
 def _bound(estimator: str, per: _PerRound, mu: float, ceiling_mu: float, power: PowerEstimate | None,
-           ask: _PowerAsk, no_power: str | None, details: dict[str, Any]) -> LowerBound:
+           ask: ClaimPower, no_power: str | None, details: dict[str, Any]) -> LowerBound:
     return LowerBound(
         estimator=estimator,
         epsilon_lb=mu_to_epsilon(mu, per.delta),
@@ -191,11 +175,11 @@ def _bound(estimator: str, per: _PerRound, mu: float, ceiling_mu: float, power: 
     )
 
 
-def _power(per: _PerRound, ask: _PowerAsk, compute) -> tuple[PowerEstimate | None, str | None]:
+def _power(per: _PerRound, ask: ClaimPower, compute) -> tuple[PowerEstimate | None, str | None]:
     """(power, why none) for a claimed ε; (None, None) without one."""
     if ask.claimed_epsilon is None:
         return None, None
-    no_power = ask.unavailable(per)
+    no_power = _unavailable(per, ask)
     if no_power is not None:
         return None, no_power
     return declared(compute(per, ask), ask.attack_optimal), None
@@ -207,26 +191,19 @@ def gdp_rounds_lower_bound(
     significance: float = 0.05,
     delta: float = 1e-5,
     strategy: ThresholdStrategy | None = None,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 100,
-    power_seed: int = 0,
-    attack_optimal: bool = False,
-    min_power: float = 0.8,
-    power_progress: bool = False,
+    claim: ClaimPower = NO_CLAIM,
 ) -> LowerBound:
     """ε lower bound of a whole run from per-round (in_scores, out_scores), each round audited at α/T.
 
     The composed μ is converted to ε at δ. The result's ``details["composition"]`` carries the validity
-    statement, which a report must show with the number. With a ``claimed_epsilon`` the power is that of an
-    optimal attack on T equal Gaussian rounds of total μ_alt (module docstring); ``attack_optimal`` records the
+    statement, which a report must show with the number. With a ``claim`` the power is that of an
+    optimal attack on T equal Gaussian rounds of total μ_alt (module docstring); its ``attack_optimal`` records the
     auditor's declaration that the per-round scores are optimal for the (Gaussian) rounds.
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_rounds_lower_bound")
     composition = compose_mu(per.mus)
-    ask = _PowerAsk(claimed_epsilon, power_factor, power_trials, power_seed, attack_optimal, min_power, power_progress)
-    power, no_power = _power(per, ask, _composed_power)
-    return _bound("gdp-composed", per, composition.mu_total, compose_mu(per.ceilings).mu_total, power, ask, no_power, {
+    power, no_power = _power(per, claim, _composed_power)
+    return _bound("gdp-composed", per, composition.mu_total, compose_mu(per.ceilings).mu_total, power, claim, no_power, {
         "composition": composition.to_dict(),
         "reference": "Nasr et al. 2023 (tight auditing, white-box composition); Dong, Roth & Su 2022 Cor. 3.3",
     })
@@ -244,13 +221,7 @@ def gdp_best_round_lower_bound(
     significance: float = 0.05,
     delta: float = 1e-5,
     strategy: ThresholdStrategy | None = None,
-    claimed_epsilon: float | None = None,
-    power_factor: float = 2.0,
-    power_trials: int = 100,
-    power_seed: int = 0,
-    attack_optimal: bool = False,
-    min_power: float = 0.8,
-    power_progress: bool = False,
+    claim: ClaimPower = NO_CLAIM,
 ) -> LowerBound:
     """ε lower bound from the single most revealing round: max_t μ_t,lb with every μ_t,lb at α/T.
 
@@ -258,14 +229,13 @@ def gdp_best_round_lower_bound(
     trade-off T_μ; :func:`privaudit.stats.gdp.gdp_bound`). With every round at α/T, all T bounds hold together with
     probability ≥ 1 − α (Bonferroni), so their maximum does too; a round's release is a post-processing of the whole
     run's transcript, so the run is at least max_t μ_t,lb-GDP with no assumption on how rounds compose. Converted to
-    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claimed_epsilon`` the power is a lower bound on that of an
+    ε at δ (Dong, Roth & Su 2022, Cor. 2.13). With a ``claim`` the power is a lower bound on that of an
     optimal attack on any run of T Gaussian rounds of total μ_alt (module docstring).
     """
     per = _per_round(rounds, significance, delta, strategy, "gdp_best_round_lower_bound")
     best = int(np.argmax(per.mus))
-    ask = _PowerAsk(claimed_epsilon, power_factor, power_trials, power_seed, attack_optimal, min_power, power_progress)
-    power, no_power = _power(per, ask, _best_round_power)
-    return _bound("gdp-best-round", per, per.mus[best], max(per.ceilings), power, ask, no_power, {
+    power, no_power = _power(per, claim, _best_round_power)
+    return _bound("gdp-best-round", per, per.mus[best], max(per.ceilings), power, claim, no_power, {
         "best_round_index": best,
         "per_round_mu_lb": per.mus,
         "per_round_ceiling_mu": per.ceilings,

@@ -35,7 +35,7 @@ import numpy as np
 from scipy import stats
 
 from privaudit.errors import InvalidParameterError, RouteNotApplicable
-from privaudit.stats.estimators import default_strategy, estimate
+from privaudit.stats.estimators import RouteOptions, default_strategy, estimate
 from privaudit.stats.power import monte_carlo_interval
 from privaudit.stats.routes import ROUTES
 from privaudit.stats.strategies import (
@@ -264,9 +264,8 @@ def call_route(
     two_sided: bool,
 ) -> float:
     """ε_lb of ``route`` through the public :func:`~privaudit.audit.estimate` (with the claim and design when gated)."""
-    options: dict[str, Any] = {"significance": significance, "delta": delta, "strategy": strategy}
-    if two_sided:
-        options["two_sided"] = True
+    options: dict[str, Any] = {"significance": significance, "delta": delta,
+                               "route_options": RouteOptions(strategy, two_sided)}
     if claim is not None:
         options.update(mechanism=claim, design=design)
     return float(estimate(route, in_scores, out_scores, **options).epsilon_lb)

@@ -7,11 +7,9 @@ import pytest
 import torch
 
 from attacks.inversion import release_update
-from attacks.inversion.adaptive_mg import AdaptiveMGAttack, AdaptiveMGConfig, fedreg_simulator
-from attacks.inversion.experiment import InversionExperiment, _attack_options, parse_defence
+from attacks.inversion.experiment import InversionExperiment, attack_options_for, parse_defence
 from attacks.inversion.functional_model import FunctionalModel, one_hot
 from attacks.inversion.objectives import cosine_distance
-from attacks.inversion.release import FedRegMGRelease
 from attacks.inversion.smooth_activation import (
     SmoothLeakyReLU,
     Temperature,
@@ -20,6 +18,8 @@ from attacks.inversion.smooth_activation import (
 )
 from attacks.metrics import score_reconstruction
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.attacks import AdaptiveMGAttack, AdaptiveMGConfig, fedreg_simulator
+from privaudit.papers.fedreg.defences import FedRegMGRelease
 from tests.attacks.toy_models import COLOUR_8, fc_first, seeded_weights, small_cnn, unit_images
 
 FEDREG = {"lr": 0.1, "local_steps": 1, "gamma": 0.5, "pseudo_step": 1e-3, "fgsm_steps": 10}
@@ -29,7 +29,7 @@ FEDREG = {"lr": 0.1, "local_steps": 1, "gamma": 0.5, "pseudo_step": 1e-3, "fgsm_
 @pytest.mark.parametrize("fgsm_gradient", ["straight-through", "identity"])
 def test_simulating_the_true_example_reproduces_the_release(spec, fgsm_gradient):
     defence = parse_defence(spec, FEDREG)
-    options = _attack_options(InversionExperiment(attack="adaptive-mg", defence=spec, defence_options=FEDREG), defence)
+    options = attack_options_for(InversionExperiment(attack="adaptive-mg", defence=spec, defence_options=FEDREG), defence)
     assert options["use_modified_gradient"] is (spec == "fedreg-mg")  # the attacker assumes the defence's protocol
     config = AdaptiveMGConfig(**options, fgsm_gradient=fgsm_gradient)
     x = COLOUR_8.from_unit_range(unit_images(1, COLOUR_8, 3))

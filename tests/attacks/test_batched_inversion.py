@@ -7,7 +7,6 @@ import torch
 
 from attacks.inversion import (
     FedAvgRelease,
-    FedRegMGRelease,
     FedSGDRelease,
     InversionExperiment,
     build_attack,
@@ -18,6 +17,7 @@ from attacks.inversion.batched import functional_simulation
 from attacks.inversion.client_simulation import FedSGDGradient, UnrolledLocalSGD
 from attacks.inversion.functional_model import FunctionalModel, one_hot
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.defences import FedRegMGRelease
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn, unit_images
 
 

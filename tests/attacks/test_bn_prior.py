@@ -197,7 +197,7 @@ def test_cli_runs_ig_with_the_bn_prior_and_records_it(capsys, tmp_path):
 
 def test_checkpoint_releases_carry_the_batch_statistics(tmp_path, capsys):
     """privaudit train keeps BatchNorm buffers in client releases; checkpoint mode hands their change to the prior."""
-    from privaudit.cli.attack_inversion import checkpoint_payload
+    from attacks.inversion.checkpoint_payload import checkpoint_payload
 
     run = tmp_path / "bn-run"
     assert main(["train", "--algorithm", "fedavg", "--dataset", "images", "--model", "convnet-bn", "--local-epochs", "1",
@@ -256,7 +256,7 @@ def _train(run, *args: str) -> None:
 
 def test_checkpoint_mode_checks_the_batch_count_when_the_states_carry_it(tmp_path, capsys, monkeypatch):
     """privaudit's engine keeps only floating-point buffers; states that carry num_batches_tracked have its change checked."""
-    from privaudit.cli.attack_inversion import checkpoint_payload
+    from attacks.inversion.checkpoint_payload import checkpoint_payload
     from privaudit.fl.engine.checkpoint import TrainedFederation
 
     run = tmp_path / "bn-run"
@@ -291,7 +291,7 @@ def test_checkpoint_mode_checks_the_batch_count_when_the_states_carry_it(tmp_pat
 
 
 def test_reshuffle_note_marks_several_epochs_with_several_batches_only():
-    from privaudit.cli.attack_inversion import bn_prior_reshuffle_note
+    from attacks.inversion.checkpoint_payload import bn_prior_reshuffle_note
 
     record = {"bn_stats": "update", "exact": True, "forward_passes": 1}
     assert bn_prior_reshuffle_note(record, 1, 2) == record  # one epoch: one order, which the candidates can take
@@ -317,9 +317,9 @@ def test_checkpoint_attack_with_several_epochs_records_the_reshuffle_note(tmp_pa
 def test_checkpoint_attack_without_the_prior_simulates_the_clients_train_mode_update(tmp_path, capsys):
     """On BatchNorm models every attack simulates the client in train mode (batch statistics), checkpoint mode included:
     the attacker's simulated update at the true records is the released one; eval mode (running statistics) is not."""
+    from attacks.inversion.checkpoint_payload import checkpoint_payload
     from attacks.inversion.client_simulation import plain_simulator
     from attacks.inversion.functional_model import one_hot
-    from privaudit.cli.attack_inversion import checkpoint_payload
 
     run = tmp_path / "bn-run"
     _train(run, "--local-epochs", "1", "--batch-size", "10000", "--clients", "4")  # one full-batch step: the model is exact
@@ -372,7 +372,7 @@ def test_label_inference_traces_a_model_whose_last_feature_map_is_one_pixel():
 
 def test_cli_checkpoint_attack_on_one_record_with_a_one_pixel_feature_map_is_one_line(tmp_path, capsys, monkeypatch):
     """privaudit train cannot produce such a client (its own step fails), a recorded run can: the attack says so in one line."""
-    import privaudit.cli.attack_inversion as cli
+    import attacks.inversion.run_request as run_request
     from attacks.inversion.threat_model import ClientKnowledge
 
     run = tmp_path / "bn-run"
@@ -385,7 +385,7 @@ def test_cli_checkpoint_attack_on_one_record_with_a_one_pixel_feature_map_is_one
     inputs, labels = torch.rand((1, *tiny)), torch.tensor([3])
     context = {"algorithm": "fedavg", "privacy": "none", "dataset": "recorded", "model": "convnet-bn",
                "local": {"epochs": 1, "batch_size": 1, "lr": 0.1, "momentum": 0.0}, "algorithm_options": {}}
-    monkeypatch.setattr(cli, "checkpoint_payload", lambda *a, **k: (payload, inputs, labels, DataSpec(tiny, 10), [], context))
+    monkeypatch.setattr(run_request, "checkpoint_payload", lambda *a, **k: (payload, inputs, labels, DataSpec(tiny, 10), [], context))
     code = main(["attack", "inversion", "--checkpoint", str(run), "--client", "0", "--round", "1", "--attack", "ig",
                  "--iterations", "1", "--quiet"])
     captured = capsys.readouterr()

@@ -5,8 +5,9 @@ import json
 import pytest
 
 from attacks.inversion import InversionExperiment, parse_defence, run_inversion
-from attacks.inversion.release import DPSGDRelease, FedAvgRelease, FedRegMGRelease
+from attacks.inversion.release import DPSGDRelease, FedAvgRelease
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.defences import FedRegMGRelease
 
 
 def test_analytic_on_digits_writes_json_and_grid(tmp_path):

@@ -3,15 +3,12 @@
 import pytest
 import torch
 
-from attacks.inversion import FedAvgRelease, FedRegMGRelease, release_update
-from attacks.inversion.fedreg_forward import (
-    FedRegLocalTraining,
-    fgsm_pseudo_inputs,
-    modified_gradient,
-    sign_straight_through,
-)
+from attacks.inversion import FedAvgRelease, release_update
 from attacks.inversion.functional_model import FunctionalModel, flat_dot, one_hot
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.defences import FedRegMGRelease
+from privaudit.papers.fedreg.forward import FedRegLocalTraining
+from privaudit.papers.fedreg.local_step import fgsm_pseudo_inputs, modified_gradient, sign_straight_through
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn, unit_images
 
 

@@ -111,15 +111,15 @@ def test_several_local_steps_are_flagged_approximate_and_nothing_is_claimed_prov
 
 
 def test_the_cli_note_claims_a_proof_only_for_fixed_bins_and_exactness_only_for_a_gradient():
-    from privaudit.cli.attack_inversion import _separation_note
+    from attacks.inversion.outcome_rows import separation_note
 
     row = {"images": 8, "alone_in_a_bin": 8, "separated_expected": 7.6, "separated_guaranteed": 8, "approximate": False,
            "approximate_reason": None, "update_kind": "gradient"}
-    assert "can prove 8" in _separation_note([row]) and "with a FedSGD gradient their rows are exact" in _separation_note([row])
+    assert "can prove 8" in separation_note([row]) and "with a FedSGD gradient their rows are exact" in separation_note([row])
     delta = {**row, "update_kind": "delta"}
-    assert "FedSGD" not in _separation_note([delta]) and "encoder scale" in _separation_note([delta])
+    assert "FedSGD" not in separation_note([delta]) and "encoder scale" in separation_note([delta])
     steps = {**delta, "separated_guaranteed": None, "approximate": True, "approximate_reason": "multi-step update"}
-    note = _separation_note([steps])
+    note = separation_note([steps])
     assert "can prove" not in note and "not provable" in note and "approximate (multi-step update)" in note
 
 

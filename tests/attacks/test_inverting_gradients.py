@@ -12,7 +12,7 @@ from attacks.inversion import (
     build_attack,
     release_update,
 )
-from attacks.inversion.inverting_gradients import step_milestones
+from attacks.inversion.descent import step_milestones
 from attacks.metrics import score_reconstruction
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn, unit_images
 

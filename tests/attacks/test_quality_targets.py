@@ -6,19 +6,12 @@ They assert reconstruction quality only, never wall-clock time.
 import pytest
 import torch
 
-from attacks.inversion import (
-    AdaptiveMGConfig,
-    DataSpec,
-    DPSGDRelease,
-    FedRegMGRelease,
-    FedSGDRelease,
-    build_attack,
-    naive_and_adaptive,
-    release_update,
-)
+from attacks.inversion import DataSpec, DPSGDRelease, FedSGDRelease, build_attack, release_update
 from attacks.metrics import score_reconstruction
 from privaudit.data.embedded import sample_images
 from privaudit.models import build_model
+from privaudit.papers.fedreg.attacks import AdaptiveMGConfig, naive_and_adaptive
+from privaudit.papers.fedreg.defences import FedRegMGRelease
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn, unit_images
 
 pytestmark = pytest.mark.slow

@@ -2,13 +2,13 @@
 
 import subprocess
 import sys
+from importlib import metadata
 
 import pytest
 import torch
 
 from attacks.inversion import (
-    ATTACKS,
-    AdaptiveMGAttack,
+    AnalyticAttack,
     ClientKnowledge,
     DataSpec,
     FedSGDRelease,
@@ -16,18 +16,24 @@ from attacks.inversion import (
     attack_options,
     available_attacks,
     build_attack,
+    defence_specs,
+    parse_defence,
+    registered_attacks,
     release_update,
 )
+from privaudit import plugins
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.attacks import AdaptiveMGAttack
+from privaudit.plugins import Paper, Ref
 from tests.attacks.toy_models import COLOUR_8, seeded_weights, small_cnn
 
 
-def test_registry_lists_the_six_attacks_with_descriptions():
-    assert list(available_attacks()) == ["analytic", "label", "dlg", "ig", "adaptive-mg", "imprint"]
+def test_registry_lists_the_built_in_then_the_plug_in_attacks_with_descriptions():
+    assert list(available_attacks()) == ["analytic", "label", "dlg", "ig", "imprint", "adaptive-mg"]
     assert all(isinstance(text, str) and text for text in available_attacks().values())
     assert attack_options("ig")["iterations"] == 1000
     assert attack_options("adaptive-mg")["fgsm_gradient"] == "straight-through"
-    for name in ATTACKS:
+    for name in registered_attacks():
         assert build_attack(name).name == name
 
 
@@ -40,7 +46,7 @@ def test_build_attack_applies_options():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: build_attack("gradient-magic"), "unknown attack 'gradient-magic'; choose one of: analytic, label, dlg, ig, adaptive-mg"),
+        (lambda: build_attack("gradient-magic"), "unknown attack 'gradient-magic'; choose one of: analytic, label, dlg, ig, imprint, adaptive-mg"),
         (lambda: build_attack("ig", iterationz=5), "attack 'ig' has no option 'iterationz'"),
         (lambda: build_attack("ig", distance="l7"), "unknown gradient distance 'l7'"),
         (lambda: build_attack("dlg", label_strategy="psychic"), "unknown DLG label strategy 'psychic'"),
@@ -92,3 +98,49 @@ def test_no_attack_module_mentions_the_auditor_package():
     offenders = [p.name for p in root.rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
     assert pattern.search("    from privaudit.audit.verdicts import x\n")  # the check can fail
+
+
+# -- attacks and defences a paper plugs in (privaudit.plugins: PAPER.attacks, PAPER.defences) -----------------------
+class EchoAttack(AnalyticAttack):
+    """A plug-in stand-in: the analytic attack under another name."""
+
+    name = "echo"
+    description = "the analytic attack, registered by a test paper"
+
+
+PLUGGED = Paper("plugged", "Plugged", attacks={"echo": Ref(f"{__name__}:EchoAttack")},
+                defences={"quiet-sgd": Ref("attacks.inversion.release:FedSGDRelease")})
+NOT_AN_ATTACK = Paper("wrong", "Wrong", attacks={"echo": Ref("json:dumps")})
+SHADOWING = Paper("shadowing", "Shadowing", attacks={"ig": Ref(f"{__name__}:EchoAttack")})
+
+
+@pytest.fixture
+def papers(monkeypatch):
+    """Register the given module attributes of this test module as the only papers, for one test."""
+
+    def install(*attributes):
+        entries = [metadata.EntryPoint(a.lower(), f"{__name__}:{a}", plugins.ENTRY_POINT_GROUP) for a in attributes]
+        monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: entries if group == plugins.ENTRY_POINT_GROUP else [])
+        plugins.papers.cache_clear()
+
+    yield install
+    plugins.papers.cache_clear()
+
+
+def test_a_papers_attack_and_defence_join_the_registries_by_name(papers):
+    papers("PLUGGED")
+    assert list(registered_attacks()) == ["analytic", "label", "dlg", "ig", "imprint", "echo"]
+    assert isinstance(build_attack("echo"), EchoAttack)
+    assert defence_specs() == ("fedsgd", "fedavg", "fedprox", "quiet-sgd", "dpsgd:<σ>")
+    assert isinstance(parse_defence("quiet-sgd"), FedSGDRelease)
+    with pytest.raises(InvalidParameterError, match="unknown defence 'fedreg-mg'"):
+        parse_defence("fedreg-mg")  # without its paper the name is unknown
+
+
+def test_a_wrong_or_shadowing_plug_in_attack_is_one_clear_error(papers):
+    papers("NOT_AN_ATTACK")
+    with pytest.raises(InvalidParameterError, match="not an InversionAttack subclass"):
+        registered_attacks()
+    papers("SHADOWING")
+    with pytest.raises(InvalidParameterError, match="not an InversionAttack subclass named 'ig'"):
+        registered_attacks()

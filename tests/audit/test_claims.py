@@ -1,4 +1,4 @@
-"""The claims registry: the six claim ids as data, their status and reasons, suites, light imports."""
+"""The claims registry: the six claim ids as data, read through the paper registry; suites, light imports."""
 
 import dataclasses
 import subprocess
@@ -6,18 +6,19 @@ import sys
 
 import pytest
 
-from privaudit.audit.claims import all_claims, claim_ids, claim_status, get_claim, list_claims
-from privaudit.audit.plan import PendingPart, Requirement
+from privaudit.audit.claims import all_claims, claim_ids, claim_modules, get_claim, list_claims
+from privaudit.audit.plan import ClaimDetails, Reading
 from privaudit.audit.suites import get_suite, register, suites
 from privaudit.errors import InvalidParameterError
 
+#: In paper-key order (fedreg, pfa, privatefl, upcycled: privaudit.plugins.papers), each paper's in its own order.
 REQUIRED_IDS = [
-    "upcycled-thm6.2-fig3",
-    "upcycled-thm6.3-fig4",
+    "fedreg-mg-vs-dpsgd-psnr",
+    "pfa-heterogeneous-calibration",
     "privatefl-cdp-eps8",
     "privatefl-ldp-participation",
-    "pfa-heterogeneous-calibration",
-    "fedreg-mg-vs-dpsgd-psnr",
+    "upcycled-thm6.2-fig3",
+    "upcycled-thm6.3-fig4",
 ]
 
 
@@ -35,37 +36,17 @@ def test_registry_lists_the_six_claims_as_frozen_data():
 
 
 def test_unknown_claim_is_one_clear_error():
-    with pytest.raises(InvalidParameterError, match=r"unknown claim 'nope'; known claims: upcycled-thm6\.2-fig3"):
+    with pytest.raises(InvalidParameterError, match=r"unknown claim 'nope'; known claims: fedreg-mg-vs-dpsgd-psnr"):
         get_claim("nope")
 
 
-def test_status_ready_or_pending_with_reasons():
-    statuses = {s.claim.claim_id: s for s in list_claims()}
-    assert list(statuses) == REQUIRED_IDS
-    for claim_id in REQUIRED_IDS:
-        assert statuses[claim_id].status == "ready", statuses[claim_id].reason
-        assert statuses[claim_id].reason
-    # the parts that needed other issues' training code (PrivateFL) have landed and run; FedReg's needs none
-    for claim_id in ("privatefl-cdp-eps8", "fedreg-mg-vs-dpsgd-psnr"):
-        assert statuses[claim_id].pending_parts == () and statuses[claim_id].reason == "all parts run"
-
-
-def test_parts_are_pending_while_their_training_code_is_missing(monkeypatch):
-    from privaudit.papers.privatefl import recipe as privatefl
-
-    monkeypatch.setattr(privatefl, "PRIVATEFL_TRAINING", Requirement("privaudit.fl.no_such_module", "PrivateFL training (issue 6)"))
-    cdp = claim_status(get_claim("privatefl-cdp-eps8"))
-    assert [p.part_id for p in cdp.pending_parts] == ["client-canary-attack"]
-    assert "PrivateFL training" in cdp.pending_parts[0].reason
-
-
-def test_missing_requirement_makes_a_claim_pending():
-    claim = dataclasses.replace(get_claim("fedreg-mg-vs-dpsgd-psnr"),
-                                requires=(Requirement("privaudit.fl.no_such_module", "training code of a future issue"),))
-    status = claim_status(claim)
-    assert status.status == "pending"
-    assert status.reason == "needs training code of a future issue (privaudit/fl/no_such_module.py), which has not landed yet"
-    assert isinstance(PendingPart("p", "t", "r").to_dict(), dict)
+def test_listing_is_the_registry_in_paper_order_and_every_recipe_builds():
+    listed = list_claims()
+    assert [c.claim_id for c in listed] == REQUIRED_IDS
+    assert claim_modules() == tuple(f"privaudit.papers.{p}.claims" for p in ("fedreg", "pfa", "privatefl", "upcycled"))
+    for claim in listed:  # every claim's recipe builds its readings (nothing is trained here)
+        parts = claim.recipe_function()(claim, 1)
+        assert parts and all(isinstance(p, Reading | ClaimDetails) for p in parts)
 
 
 def test_default_suite_has_every_claim_and_registration_adds_entries():
@@ -151,7 +132,7 @@ def test_quotes_and_numbers_are_checked_and_optional():
 
 
 def test_registry_listing_shows_words_and_provenance():
-    statuses = {s.claim.claim_id: s.to_dict() for s in list_claims()}
+    statuses = {c.claim_id: c.to_dict() for c in list_claims()}
     up = statuses["upcycled-thm6.2-fig3"]
     assert up["claimed_provenance"] == {"epsilon": "stated", "delta": "chosen"}
     assert up["quotes"][0]["source"] == "003 §7, Fig. 3 caption" and "1.40" in up["quotes"][0]["text"]

@@ -13,11 +13,11 @@ torch.set_num_threads(1)
 
 
 @pytest.mark.slow
-def test_default_suite_runs_every_ready_claim_within_ten_minutes(tmp_path):
+def test_default_suite_runs_every_claim_within_ten_minutes(tmp_path):
     started = time.perf_counter()
     result = run_suite("default", AuditSettings(out=tmp_path, progress=False))
     assert time.perf_counter() - started < 600
-    ran = {a.claim.claim_id for a in result.audits} | {c for c, _ in result.pending}
+    ran = {a.claim.claim_id for a in result.audits}
     assert ran == {e.claim_id for e in get_suite("default")}
     for audit in result.audits:
         assert read_result(audit.path).data["verdict"] == audit.verdict.value

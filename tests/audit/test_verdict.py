@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from privaudit.audit import epsilon_gdp
+from privaudit.audit import ClaimPower, epsilon_gdp
 from privaudit.audit.verdict import AccountingEvidence, Verdict, decide
 
 CLAIM, DELTA = 1.4, 1e-3
@@ -20,7 +20,7 @@ def gaussian_scores(mu, n=4000, seed=0):
 def test_attack_refutes_a_four_times_noise_bug():
     # noise 4× too small against Upcycled-FL's (1.4, 1e-3) claim: μ ≈ 4·0.515
     ins, outs = gaussian_scores(4 * 0.515)
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=50)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=CLAIM, trials=50))
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.REFUTED and res.refuted_by == ("attack:gdp",)
     assert "family-wise confidence 0.95" in res.reason
@@ -56,8 +56,7 @@ def test_certified_upper_bound_under_valid_assumptions_is_consistent():
 
 def test_a_powerful_attack_declared_optimal_that_finds_nothing_is_consistent_not_proof():
     ins, outs = gaussian_scores(0.515, n=20000, seed=3)  # a mechanism exactly at the claim
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM,
-                     power_trials=40, attack_optimal=True)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=CLAIM, trials=40, attack_optimal=True))
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.CONSISTENT and "not a proof of privacy" in res.reason
     assert "declared optimal" in res.reason and f"ε = {2 * CLAIM:g}" in res.reason and "≥ 0." in res.reason
@@ -65,7 +64,7 @@ def test_a_powerful_attack_declared_optimal_that_finds_nothing_is_consistent_not
 
 def test_the_same_attack_not_declared_optimal_is_inconclusive_and_says_why():
     ins, outs = gaussian_scores(0.515, n=20000, seed=3)
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_trials=40)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=CLAIM, trials=40))
     assert lb.power.lower >= 0.8 and not lb.attack_optimal
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.INCONCLUSIVE
@@ -74,16 +73,14 @@ def test_the_same_attack_not_declared_optimal_is_inconclusive_and_says_why():
 
 def test_a_declared_optimal_attack_without_power_stays_inconclusive():
     ins, outs = gaussian_scores(0.515, n=200, seed=3)  # 200 per side cannot tell ε = 1.4 from 2.8
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM,
-                     power_trials=40, attack_optimal=True)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=CLAIM, trials=40, attack_optimal=True))
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.INCONCLUSIVE and "probability only about" in res.reason
 
 
 def test_a_reason_never_says_epsilon_at_least_zero_was_found():
     ins, outs = gaussian_scores(0.0, n=20000, seed=4)  # no signal at all: the attack certifies nothing
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=0.3,
-                     power_trials=40, attack_optimal=True)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=0.3, trials=40, attack_optimal=True))
     assert lb.epsilon_lb == 0.0
     res = decide(0.3, DELTA, [lb])
     assert "ε ≥ 0 " not in res.reason and "(ε ≥ 0" not in res.reason
@@ -93,7 +90,7 @@ def test_a_reason_never_says_epsilon_at_least_zero_was_found():
 
 def test_weak_attack_is_inconclusive_with_reason():
     ins, outs = gaussian_scores(0.2, n=50, seed=1)
-    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claimed_epsilon=CLAIM, power_factor=1.2, power_trials=40)
+    lb = epsilon_gdp(ins, outs, mechanism="gaussian", significance=0.05, delta=DELTA, claim=ClaimPower(claimed_epsilon=CLAIM, factor=1.2, trials=40))
     res = decide(CLAIM, DELTA, [lb])
     assert res.verdict is Verdict.INCONCLUSIVE and "power" in res.reason
 

@@ -126,11 +126,16 @@ def test_checkpoint_mode_takes_the_runs_own_algorithm_settings(capsys, tmp_path)
     assert json.loads(stdout)["threat_model"]["proximal_mu"] == 0.25
 
 
-def test_the_cli_knows_every_registered_attack():
-    from attacks.inversion.registry import ATTACKS
-    from privaudit.cli.attack_inversion import ATTACK_NAMES, ITERATION_FIELD
+def test_the_cli_knows_every_registered_attack_and_defence():
+    from attacks.inversion.experiment import defence_specs
+    from attacks.inversion.registry import registered_attacks
+    from attacks.inversion.request import iteration_field
+    from privaudit.cli.attack_inversion import attack_choices, defence_choices
 
-    assert set(ATTACK_NAMES) == set(ATTACKS) == set(ITERATION_FIELD)
+    assert attack_choices() == tuple(registered_attacks())
+    assert defence_choices() == defence_specs()
+    assert {name: iteration_field(name) for name in attack_choices()} == {
+        "analytic": None, "label": None, "dlg": "steps", "ig": "iterations", "imprint": None, "adaptive-mg": "iterations"}
 
 
 def _cuda_unavailable(monkeypatch):

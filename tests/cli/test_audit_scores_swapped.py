@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privaudit.audit import ClaimPower
 from privaudit.audit.scores_audit import audit_score_file
 from privaudit.audit.verdict import decide
 from privaudit.stats.assumptions import Design, MechanismFamily
@@ -68,10 +69,9 @@ def test_swapped_scores_get_one_warning_line_and_keep_their_verdict(capsys, tmp_
 def test_the_reversed_run_changes_neither_verdict_nor_bounds():
     scores = AuditScores.of(np.r_[np.zeros(700), np.ones(300)], np.r_[np.zeros(300), np.ones(700)])
     options = dict(mechanism=MechanismFamily.ANY, design=Design.BERNOULLI, delta=0.0, significance=0.05)
-    result = audit_score_file(scores, claimed_epsilon=0.2, power_trials=10, seed=0, source="x", **options)
+    result = audit_score_file(scores, source="x", claim=ClaimPower(claimed_epsilon=0.2, trials=10, seed=0), **options)
     assert result["swap_warning"] is not None and result["swap_warning"]["reversed_epsilon_lb"] > 0.2
-    outcomes = audit_scores(scores.in_scores, scores.out_scores, mechanism="any", design="bernoulli", significance=0.05,
-                            delta=0.0, claimed_epsilon=0.2, power_trials=10)
+    outcomes = audit_scores(scores.in_scores, scores.out_scores, mechanism="any", design="bernoulli", significance=0.05, delta=0.0, claim=ClaimPower(claimed_epsilon=0.2, trials=10))
     bounds = [o.bound for o in outcomes if o.bound is not None]
     assert [r["epsilon_lb"] for r in result["routes"]] == [o.to_dict()["epsilon_lb"] for o in outcomes]
     assert result["verdict"] == decide(0.2, 0.0, bounds).to_dict()

@@ -239,9 +239,9 @@ EXPENSIVE = (
     ("privaudit.fl.engine.trainer", "ClientTrainer.train"),  # train: no round runs (its data are loaded before the check)
     ("attacks.membership.target", "TargetModel.from_checkpoint"),
     ("attacks.membership.run", "run_membership_attack"),
-    ("attacks.inversion", "run_inversion"),
-    ("attacks.inversion", "attack_and_score"),
-    ("privaudit.cli.attack_inversion", "checkpoint_payload"),
+    ("attacks.inversion.run_request", "run_inversion"),
+    ("attacks.inversion.run_request", "attack_and_score"),
+    ("attacks.inversion.run_request", "checkpoint_payload"),
     ("privaudit.audit.runner", "run_claim"),
     ("privaudit.audit.runner", "run_suite"),
     ("privaudit.audit.workflows.checkpoint_one_run", "run_one_run_audit"),
@@ -249,7 +249,7 @@ EXPENSIVE = (
     ("privaudit.audit.scores_audit", "audit_score_file"),
     ("privaudit.report.build", "build_report"),
     ("privaudit.report.build", "build_page"),
-    ("privaudit.fl.engine.checkpoint", "read_ledger"),  # compute-epsilon --checkpoint: nothing read, nothing accounted
+    ("privaudit.cli.epsilon_output", "read_ledger"),  # compute-epsilon --checkpoint: nothing read, nothing accounted
 )
 
 

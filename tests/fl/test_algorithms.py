@@ -14,13 +14,13 @@ from privaudit.fl.algorithms.fedyogi import FedYogi
 from privaudit.fl.algorithms.pfedme import PFedMe
 from privaudit.fl.algorithms.registry import algorithm_specs, make_algorithm
 from privaudit.fl.algorithms.scaffold import Scaffold
-from privaudit.fl.algorithms.upcycled import Upcycled
 from privaudit.fl.engine.algorithm import ClientContext, ClientResult, SetupContext
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.evaluation import Evaluator
 from privaudit.fl.engine.local_solver import LocalOutcome
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree
+from privaudit.papers.upcycled.algorithm import Upcycled
 from tests.fl.conftest import make_dataset, tiny_model
 
 ALGORITHMS = {

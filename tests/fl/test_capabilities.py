@@ -6,9 +6,9 @@ import pytest
 
 from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.algorithms.fedavg import FedAvg
-from privaudit.fl.algorithms.upcycled import Upcycled
 from privaudit.fl.engine.capabilities import Capability, ClientSelection, PersonalModels, RunPlanning
 from privaudit.fl.privacy.perturbation import NoPrivacy
+from privaudit.papers.upcycled.algorithm import Upcycled
 
 
 class Greeting(Capability):

@@ -13,7 +13,6 @@ import torch
 from privaudit.errors import CheckpointError
 from privaudit.fl.algorithms.fedprox import FedProx
 from privaudit.fl.algorithms.scaffold import Scaffold
-from privaudit.fl.algorithms.upcycled import Upcycled
 from privaudit.fl.engine.checkpoint import (
     CheckpointWriter,
     TrainedFederation,
@@ -26,6 +25,7 @@ from privaudit.fl.engine.checkpoint import (
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
+from privaudit.papers.upcycled.algorithm import Upcycled
 from tests.fl.conftest import make_dataset, tiny_model
 
 

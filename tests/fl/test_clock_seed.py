@@ -147,7 +147,10 @@ def test_objective_coupling_follows_the_clients_own_noise(seed, straggler):
 
 def test_objective_perturbation_run_uses_one_seed_per_client_and_its_draws():
     from privaudit.fl.algorithms.fedprox import FedProx
-    from privaudit.fl.privacy.perturbation import ObjectivePerturbation, ObjectivePerturbationConfig
+    from privaudit.papers.upcycled.objective_perturbation import (
+        ObjectivePerturbation,
+        ObjectivePerturbationConfig,
+    )
 
     dataset = make_dataset(sizes=(23, 41, 17, 60, 35, 9))
     algorithm = ObjectivePerturbation(FedProx(0.5), ObjectivePerturbationConfig(alpha=10.0, noise_law="reference", rng="clock-ms"))

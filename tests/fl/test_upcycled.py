@@ -9,10 +9,10 @@ from privaudit.data.base import ClientData
 from privaudit.fl.algorithms.fedavgm import FedAvgM
 from privaudit.fl.algorithms.fedprox import FedProx
 from privaudit.fl.algorithms.scaffold import Scaffold
-from privaudit.fl.algorithms.upcycled import Upcycled, extrapolate
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
+from privaudit.papers.upcycled.algorithm import Upcycled, extrapolate
 from tests.fl.conftest import make_dataset, tiny_model
 
 _DATA_FIELDS = frozenset({"x_train", "y_train", "x_test", "y_test"})

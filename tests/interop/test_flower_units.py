@@ -54,10 +54,12 @@ def test_dp_settings_are_read_through_the_wrappers():
     assert client.wrapper == "DifferentialPrivacyClientSideFixedClipping" and client.noise_multiplier == 2.0
 
 
-def test_adaptive_clipping_is_refused_with_its_reason():
+def test_adaptive_clipping_is_read_not_refused():
+    """Issue 26: the adaptive wrappers are recorded (tests/interop/test_flower_adaptive.py), no longer refused."""
     strategy = DifferentialPrivacyServerSideAdaptiveClipping(FedAvg(), 0.5, 4, clipped_count_stddev=1.0)
-    with pytest.raises(InvalidParameterError, match="adaptive clipping"):
-        flower_dp_settings(strategy)
+    dp = flower_dp_settings(strategy)
+    assert dp.wrapper == "DifferentialPrivacyServerSideAdaptiveClipping"
+    assert dp.configured_noise_multiplier == pytest.approx(0.5) and dp.count_stddev == 1.0
 
 
 def test_dp_round_event_is_fixed_size_subsampled_and_accounted():

@@ -16,12 +16,12 @@ from privaudit.report.results import make_result, merged_dict, write_result
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
 COMMANDS = {
-    "upcycled-table1": "python -m privaudit.papers.upcycled.experiments table1 --rounds 4",
-    "upcycled-private": "python -m privaudit.papers.upcycled.experiments private --rounds 2",
-    "privatefl": "python -m privaudit.papers.privatefl.evidence --quick",
-    "fedreg": "python -m privaudit.papers.fedreg.evidence --rounds 3",
-    "inversion": "python -m privaudit.papers.fedreg.inversion_evidence --images 2 --adaptive-images 1 --iterations 2 --seed 0",
-    "pfa": "python -m privaudit.papers.pfa.evidence --quick",
+    "upcycled-table1": "python benchmarks/evidence_upcycled.py table1 --rounds 4",
+    "upcycled-private": "python benchmarks/evidence_upcycled.py private --rounds 2",
+    "privatefl": "python benchmarks/evidence_privatefl.py --quick",
+    "fedreg": "python benchmarks/evidence_fedreg.py --rounds 3",
+    "inversion": "python benchmarks/evidence_inversion.py --images 2 --adaptive-images 1 --iterations 2 --seed 0",
+    "pfa": "python benchmarks/evidence_pfa.py --quick",
 }
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from privaudit.report import figures
 from privaudit.report.claim_overview import claim_panels, row_glyphs
+from privaudit.report.claim_sections import ACCOUNTING_VERDICTS, accounting_contradictions
 from privaudit.report.collect import collect
-from privaudit.report.sections import ACCOUNTING_VERDICTS, accounting_contradictions
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "reports" / "claims-audit"

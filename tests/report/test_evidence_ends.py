@@ -12,8 +12,8 @@ from privaudit.report.claim_overview import (
     row_glyphs,
     row_statement,
 )
+from privaudit.report.claim_sections import accounting_contradictions, claims_section
 from privaudit.report.results import make_result
-from privaudit.report.sections import accounting_contradictions, claims_section
 
 
 def _impl(lower, upper, holds=True, **extra):

@@ -10,9 +10,9 @@ import pytest
 from privaudit.cli.app import main
 from privaudit.errors import InvalidParameterError
 from privaudit.report.build import build_page, build_report
-from privaudit.report.evidence import PAGES, render_page, write_page
+from privaudit.report.evidence import render_page, write_page
 from privaudit.report.render import page_markdown
-from privaudit.report.results import make_result, read_result
+from privaudit.report.results import evidence_pages, make_result, read_result
 
 from .evidence_fixtures import COMMANDS, WRITERS, write_evidence_fixture
 
@@ -44,7 +44,7 @@ IMAGES = {"upcycled-table1": [], "upcycled-private": ["upcycled-private.png"], "
 
 
 def test_every_evidence_kind_has_a_fixture():
-    assert {page.name for page in PAGES.values()} == set(WRITERS)
+    assert {page.name for page in evidence_pages().values()} == set(WRITERS)
 
 
 @pytest.mark.parametrize("name", sorted(WRITERS))

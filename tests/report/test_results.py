@@ -2,11 +2,14 @@
 
 import json
 import math
+from importlib import metadata
 
 import pytest
 
+from privaudit import plugins
 from privaudit.errors import InvalidParameterError
-from privaudit.report.results import RESULT_SCHEMA, make_result, read_result, write_result
+from privaudit.plugins import EvidencePageRef, Paper, Ref
+from privaudit.report.results import RESULT_SCHEMA, evidence_pages, make_result, read_result, write_result
 
 
 def test_round_trip_with_infinity(tmp_path):
@@ -45,3 +48,39 @@ def test_bad_files_are_one_clear_error(tmp_path, content, message):
 def test_required_keys_checked_when_made():
     with pytest.raises(InvalidParameterError, match="lacks"):
         make_result("claim-audit", "x", {"claim_id": "c"})
+
+
+# -- evidence kinds are declared by the papers (privaudit.plugins) --------------------------------------------------
+ALPHA = Paper("alpha", "Alpha", evidence_pages=(
+    EvidencePageRef("alpha-evidence", "alpha", Ref("json:dumps"), data_keys=("runs",), inputs=("figure",)),))
+CLASH = Paper("clash", "Clash", evidence_pages=(EvidencePageRef("ledger", "ledger", Ref("json:dumps")),))
+
+
+@pytest.fixture
+def papers(monkeypatch):
+    """Register the given module attributes of this test module as the only papers, for one test."""
+
+    def install(*attributes):
+        entries = [metadata.EntryPoint(a.lower(), f"{__name__}:{a}", plugins.ENTRY_POINT_GROUP) for a in attributes]
+        monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: entries if group == plugins.ENTRY_POINT_GROUP else [])
+        plugins.papers.cache_clear()
+
+    yield install
+    plugins.papers.cache_clear()
+
+
+def test_a_papers_evidence_kind_requires_the_keys_and_inputs_it_declares(papers):
+    papers("ALPHA")
+    assert list(evidence_pages()) == ["alpha-evidence"]
+    with pytest.raises(InvalidParameterError, match="lacks runs"):
+        make_result("alpha-evidence", "t", {"other": 1}, inputs={"figure": "f.png"})
+    with pytest.raises(InvalidParameterError, match="must declare its input"):
+        make_result("alpha-evidence", "t", {"runs": []})
+    assert make_result("alpha-evidence", "t", {"runs": []}, inputs={"figure": "f.png"}).kind == "alpha-evidence"
+    assert make_result("ledger-of-the-future", "t", {}).kind == "ledger-of-the-future"  # unknown kinds stay allowed
+
+
+def test_a_paper_cannot_redeclare_a_known_kind(papers):
+    papers("CLASH")
+    with pytest.raises(InvalidParameterError, match="declares the result kind 'ledger'"):
+        evidence_pages()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privaudit.audit import Explicit, epsilon_cp
+from privaudit.audit import Explicit, RouteOptions, epsilon_cp
 from privaudit.stats.clopper_pearson import box_epsilon, cp_bound, cp_upper
 from privaudit.stats.scores import AuditScores
 from privaudit.stats.strategies import Bonferroni, OrderStatistics
@@ -52,7 +52,7 @@ def test_explicit_threshold_equals_the_beta_quantile_formula_by_hand(threshold, 
 def test_ceiling_of_one_fixed_threshold_matches_spec_table(n, expected):
     # independently computed, rounded reference values (7.905 → 7.91): perfect attack, N per side, α = 0.05, δ = 1e-5
     rng = np.random.default_rng(0)
-    result = epsilon_cp(rng.normal(size=n), rng.normal(size=n), significance=0.05, delta=1e-5, strategy=Explicit(0.0))
+    result = epsilon_cp(rng.normal(size=n), rng.normal(size=n), significance=0.05, delta=1e-5, route_options=RouteOptions(strategy=Explicit(0.0)))
     p = 1 - 0.025 ** (1 / n)
     assert result.ceiling == pytest.approx(math.log((1 - 1e-5 - p) / p), rel=1e-9)
     assert result.ceiling == pytest.approx(expected, abs=0.006)
@@ -71,7 +71,7 @@ def test_bonferroni_order_statistics_spends_alpha_over_min_sample_size():
 def test_reverse_evidence_counts_only_when_declared_two_sided():
     low_in, high_out = deterministic_normal(-2.0, 2000), deterministic_normal(0.0, 2000)
     one_sided = epsilon_cp(low_in, high_out, significance=0.05)
-    two_sided = epsilon_cp(low_in, high_out, significance=0.05, two_sided=True)
+    two_sided = epsilon_cp(low_in, high_out, significance=0.05, route_options=RouteOptions(two_sided=True))
     assert one_sided.epsilon_lb == 0.0
     assert two_sided.epsilon_lb > 1.0
     assert two_sided.details["direction"] == "in-scores low"

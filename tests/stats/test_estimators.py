@@ -15,6 +15,7 @@ from privaudit.audit import (
     LowerBound,
     MultiSplit,
     OrderStatistics,
+    RouteOptions,
     Split,
     default_strategy,
     describe_estimators,
@@ -83,13 +84,13 @@ def test_to_dict_keeps_infinities_as_floats():
 )
 def test_strategies_of_the_wrong_kind_are_rejected(name, strategy):
     with pytest.raises(InvalidParameterError):
-        estimate(name, IN, OUT, mechanism=family(name), strategy=strategy)
+        estimate(name, IN, OUT, mechanism=family(name), route_options=RouteOptions(strategy=strategy))
 
 
 def test_multi_split_reports_the_ceil_half_largest_split_bound():
     assert multi_split_index(21) == 10 and multi_split_index(20) == 9 and multi_split_index(1) == 0
     for name in ("cp", "gdp", "one-run"):
-        result = estimate(name, IN, OUT, mechanism=family(name), strategy=MultiSplit(6, seed=4))
+        result = estimate(name, IN, OUT, mechanism=family(name), route_options=RouteOptions(strategy=MultiSplit(6, seed=4)))
         splits = sorted(result.details["split_epsilons" if name != "gdp" else "split_mus"], reverse=True)
         assert len(splits) == 6
         if name == "gdp":
@@ -101,14 +102,14 @@ def test_multi_split_reports_the_ceil_half_largest_split_bound():
 
 @pytest.mark.parametrize("name", ["cp", "gdp", "one-run", "one-run-fdp"])
 def test_split_is_reproducible_from_its_seed(name):
-    first = estimate(name, IN, OUT, mechanism=family(name), strategy=Split(0.5, seed=9))
-    second = estimate(name, IN, OUT, mechanism=family(name), strategy=Split(0.5, seed=9))
+    first = estimate(name, IN, OUT, mechanism=family(name), route_options=RouteOptions(strategy=Split(0.5, seed=9)))
+    second = estimate(name, IN, OUT, mechanism=family(name), route_options=RouteOptions(strategy=Split(0.5, seed=9)))
     assert first.epsilon_lb == second.epsilon_lb and first.details == second.details
     assert first.ceiling >= first.epsilon_lb
 
 
 def test_split_bounds_on_held_out_scores_only():
-    result = estimate("cp", IN, OUT, strategy=Split(0.25, seed=1))
+    result = estimate("cp", IN, OUT, route_options=RouteOptions(strategy=Split(0.25, seed=1)))
     assert (result.details["n_in"], result.details["n_out"]) == (600, 525)
     assert (result.details["selection_n_in"], result.details["selection_n_out"]) == (200, 175)
 
@@ -116,4 +117,4 @@ def test_split_bounds_on_held_out_scores_only():
 @pytest.mark.parametrize("name", ["cp", "gdp"])
 def test_threshold_splits_need_two_scores_per_side(name):
     with pytest.raises(InvalidParameterError, match="split needs at least 2"):
-        estimate(name, [1.0], [0.0, 1.0], mechanism=family(name), strategy=Split())
+        estimate(name, [1.0], [0.0, 1.0], mechanism=family(name), route_options=RouteOptions(strategy=Split()))

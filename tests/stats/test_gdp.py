@@ -6,7 +6,9 @@ from scipy import stats
 
 from privaudit.accounting.gaussian import gaussian_mu_for
 from privaudit.audit import (
+    ClaimPower,
     Explicit,
+    RouteOptions,
     compose_mu,
     epsilon_gdp,
     gdp_best_round_lower_bound,
@@ -57,7 +59,7 @@ def test_low_in_scores_are_never_evidence_one_sided():
     low_in, out = deterministic_normal(-3.0, 2000), deterministic_normal(0.0, 2000)
     one_sided = epsilon_gdp(low_in, out, mechanism="gaussian")
     assert one_sided.epsilon_lb == 0.0 and one_sided.details["mu_lb"] == 0.0
-    two_sided = epsilon_gdp(low_in, out, mechanism="gaussian", two_sided=True)
+    two_sided = epsilon_gdp(low_in, out, mechanism="gaussian", route_options=RouteOptions(two_sided=True))
     assert two_sided.details["direction"] == "in-scores low"
     assert two_sided.epsilon_lb > 5.0
 
@@ -96,7 +98,7 @@ def test_single_round_composition_equals_the_gdp_route():
 
 def test_rounds_are_audited_at_alpha_over_t_and_compose():
     rounds = [(deterministic_normal(0.4, 1500), deterministic_normal(0.0, 1500)) for _ in range(4)]
-    composed = gdp_rounds_lower_bound(rounds, significance=0.05, claimed_epsilon=1.0, power_trials=5)
+    composed = gdp_rounds_lower_bound(rounds, significance=0.05, claim=ClaimPower(claimed_epsilon=1.0, trials=5))
     assert composed.details["per_round_significance"] == pytest.approx(0.0125)
     per_round = composed.details["composition"]["per_round"]
     single = gdp_bound(AuditScores.of(*rounds[0]), 0.0125, 1e-5, Bonferroni(DEFAULT_GDP_FAMILY))[1]["mu_lb"]
@@ -115,7 +117,7 @@ def test_the_rounds_power_is_calibrated_to_the_claim_not_the_observed_rounds():
     clear_power_cache()
     leaky = [(deterministic_normal(2.0, 400), deterministic_normal(0.0, 400)) for _ in range(4)]
     silent = [(deterministic_normal(0.0, 400), deterministic_normal(0.0, 400)) for _ in range(4)]
-    options = {"significance": 0.05, "claimed_epsilon": 3.0, "power_trials": 40, "delta": 1e-5}
+    options = {"significance": 0.05, "claim": ClaimPower(3.0, trials=40), "delta": 1e-5}
     composed = gdp_rounds_lower_bound(leaky, **options)
     clear_power_cache()
     assert gdp_rounds_lower_bound(silent, **options).power == composed.power

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from privaudit.audit import Guesses, epsilon_one_run, epsilon_one_run_fdp
+from privaudit.audit import Guesses, RouteOptions, epsilon_one_run, epsilon_one_run_fdp
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.guess_selection import correct_guesses, ranked_membership
 from privaudit.stats.one_run import one_run_epsilon, one_run_p_value
@@ -71,7 +71,7 @@ def test_ceiling_reported_by_the_estimator():
     # every count is tested at ½ of its share of α (privaudit.stats.one_run_ties): all 1000 right at 0.025, not 0.05
     rng = np.random.default_rng(0)
     x, member = rng.normal(size=1000), rng.random(1000) < 0.5
-    result = epsilon_one_run(x[member], x[~member], strategy=Guesses(int(member.sum()), int((~member).sum())))
+    result = epsilon_one_run(x[member], x[~member], route_options=RouteOptions(strategy=Guesses(int(member.sum()), int((~member).sum()))))
     assert round(result.ceiling, 2) == 5.56
     assert result.ceiling == pytest.approx(one_run_epsilon(1000, 1000, 1000, 0.025, 1e-5))
 
@@ -97,15 +97,15 @@ def test_ties_are_broken_against_the_auditor():
 
 def test_too_many_guesses_and_two_sided_one_run_are_rejected():
     with pytest.raises(InvalidParameterError, match="only 3 canaries"):
-        epsilon_one_run([1.0, 2.0], [0.0], strategy=Guesses(2, 2))
+        epsilon_one_run([1.0, 2.0], [0.0], route_options=RouteOptions(strategy=Guesses(2, 2)))
     with pytest.raises(InvalidParameterError, match="one-sided"):
         from privaudit.audit import estimate
 
-        estimate("one-run", [1.0, 2.0], [0.0], two_sided=True)
+        estimate("one-run", [1.0, 2.0], [0.0], route_options=RouteOptions(two_sided=True))
     with pytest.raises(InvalidParameterError, match="GuessGrid"):
         from privaudit.audit import Bonferroni
 
-        epsilon_one_run([1.0, 2.0], [0.0], strategy=Bonferroni())
+        epsilon_one_run([1.0, 2.0], [0.0], route_options=RouteOptions(strategy=Bonferroni()))
 
 
 def test_fdp_bound_grows_with_correct_guesses_and_is_zero_without_any():

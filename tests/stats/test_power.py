@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from privaudit.accounting.gaussian import gaussian_epsilon, gaussian_mu_for
-from privaudit.audit import epsilon_cp, epsilon_gdp, estimate
+from privaudit.audit import ClaimPower, RouteOptions, epsilon_cp, epsilon_gdp, estimate
 from privaudit.audit.verdict import Verdict, decide
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import Design, MechanismFamily
@@ -89,11 +89,9 @@ def test_the_power_does_not_depend_on_the_observed_scores():
     a function of the claim and the audit's shape only: a leaky, a private and a signal-free attack get the same."""
     clear_power_cache()
     rng = np.random.default_rng(0)
-    leaky = epsilon_gdp(rng.normal(3.0, 1, 500), rng.normal(0, 1, 500), mechanism="gaussian", claimed_epsilon=1.0,
-                        power_trials=80, delta=DELTA)
+    leaky = epsilon_gdp(rng.normal(3.0, 1, 500), rng.normal(0, 1, 500), mechanism="gaussian", delta=DELTA, claim=ClaimPower(claimed_epsilon=1.0, trials=80))
     clear_power_cache()  # recomputed, not read back from the cache
-    null = epsilon_gdp(rng.normal(0.0, 1, 500), rng.normal(0, 1, 500), mechanism="gaussian", claimed_epsilon=1.0,
-                       power_trials=80, delta=DELTA)
+    null = epsilon_gdp(rng.normal(0.0, 1, 500), rng.normal(0, 1, 500), mechanism="gaussian", delta=DELTA, claim=ClaimPower(claimed_epsilon=1.0, trials=80))
     assert leaky.power == null.power
     assert leaky.power.alternative_epsilon == 2.0
     assert leaky.power.alternative_mu == pytest.approx(gaussian_mu_for(2.0, DELTA))
@@ -156,7 +154,8 @@ def test_routes_with_power_give_the_same_bound_for_every_increasing_transform(ro
     """What makes one simulation the power of every optimal attack: the bound depends on the scores' order only."""
     rng = np.random.default_rng(4)
     ins, outs = rng.normal(1.0, 1, 400), rng.normal(0.0, 1, 400)
-    options = {"mechanism": "gaussian", "design": design, "delta": DELTA, "significance": ALPHA, "strategy": strategy}
+    options = {"mechanism": "gaussian", "design": design, "delta": DELTA, "significance": ALPHA,
+               "route_options": RouteOptions(strategy)}
     plain = estimate(route, ins, outs, **options).epsilon_lb
     for transform in (np.exp, lambda x: 5.0 * x**3 + x - 7.0, np.arctan):
         assert estimate(route, transform(ins), transform(outs), **options).epsilon_lb == pytest.approx(plain, rel=1e-12)
@@ -167,9 +166,9 @@ def test_routes_with_power_give_the_same_bound_for_every_increasing_transform(ro
 def test_scale_dependent_routes_and_other_families_have_no_power_and_say_why():
     rng = np.random.default_rng(5)
     ins, outs = rng.normal(1.0, 1, 300), rng.normal(0.0, 1, 300)
-    common = {"delta": DELTA, "claimed_epsilon": 5.0, "power_trials": 20}  # above the true ε ≈ 4.38: never refuted
+    common = {"delta": DELTA, "claim": ClaimPower(5.0, trials=20)}  # above the true ε ≈ 4.38: never refuted
     cases = {
-        "explicit threshold": estimate("cp", ins, outs, mechanism="gaussian", strategy=Explicit(0.5), **common),
+        "explicit threshold": estimate("cp", ins, outs, mechanism="gaussian", route_options=RouteOptions(strategy=Explicit(0.5)), **common),
         "pair differences": estimate("one-run-paired", ins, outs, mechanism="gaussian", design="trials", **common),
         "family any": estimate("cp", ins, outs, mechanism="any", **common),
         "family pure": estimate("cp", ins, outs, mechanism="pure", **common),
@@ -182,7 +181,7 @@ def test_scale_dependent_routes_and_other_families_have_no_power_and_say_why():
     # the Gaussian curve's order-only routes do have one; it cannot earn "consistent" undeclared
     gaussian = estimate("cp", ins, outs, mechanism="gaussian", **common)
     assert gaussian.power is not None and gaussian.no_power_reason is None and not gaussian.attack_optimal
-    pure_zero = estimate("cp", ins, outs, mechanism="gaussian", delta=0.0, claimed_epsilon=1.0, power_trials=5)
+    pure_zero = estimate("cp", ins, outs, mechanism="gaussian", delta=0.0, claim=ClaimPower(claimed_epsilon=1.0, trials=5))
     assert pure_zero.power is None and "δ = 0" in pure_zero.no_power_reason
 
 
@@ -193,16 +192,14 @@ def test_an_attack_without_signal_is_never_consistent_even_if_declared_optimal(s
     rng = np.random.default_rng(7)
     draw = {"normal": lambda n: rng.normal(size=n), "integers": lambda n: rng.integers(0, 3, n).astype(float),
             "constant": lambda n: np.zeros(n)}[shape]
-    result = epsilon_gdp(draw(2000), draw(2000), mechanism="gaussian", delta=DELTA, claimed_epsilon=0.05, power_trials=60,
-                         significance=ALPHA, attack_optimal=True)
+    result = epsilon_gdp(draw(2000), draw(2000), mechanism="gaussian", delta=DELTA, significance=ALPHA, claim=ClaimPower(claimed_epsilon=0.05, trials=60, attack_optimal=True))
     assert result.power.lower < 0.8
     assert decide(0.05, DELTA, [result]).verdict is Verdict.INCONCLUSIVE
 
 
 def test_power_is_reported_with_the_bound_and_serialises():
     rng = np.random.default_rng(0)
-    result = epsilon_gdp(rng.normal(1.0, 1, 1000), rng.normal(0, 1, 1000), mechanism="gaussian", claimed_epsilon=1.4,
-                         power_factor=2.0, power_trials=20, power_seed=5, attack_optimal=True)
+    result = epsilon_gdp(rng.normal(1.0, 1, 1000), rng.normal(0, 1, 1000), mechanism="gaussian", claim=ClaimPower(claimed_epsilon=1.4, factor=2.0, trials=20, seed=5, attack_optimal=True))
     power = result.power
     assert power is not None and power.max_trials == 20 and power.seed == 5 and power.factor == 2.0
     assert power.trials in {int(np.ceil(20 * f)) for f in LOOK_FRACTIONS}
@@ -220,8 +217,8 @@ def test_power_entries_validate_against_the_result_schema():
 
     rng = np.random.default_rng(1)
     ins, outs = rng.normal(1.0, 1, 300), rng.normal(0, 1, 300)
-    bounds = [epsilon_gdp(ins, outs, mechanism="gaussian", claimed_epsilon=1.0, power_trials=10, delta=DELTA).to_dict(),
-              epsilon_cp(ins, outs, claimed_epsilon=1.0, power_trials=10, delta=DELTA).to_dict()]
+    bounds = [epsilon_gdp(ins, outs, mechanism="gaussian", delta=DELTA, claim=ClaimPower(claimed_epsilon=1.0, trials=10)).to_dict(),
+              epsilon_cp(ins, outs, delta=DELTA, claim=ClaimPower(claimed_epsilon=1.0, trials=10)).to_dict()]
     data = {"claim_id": "x", "claimed": {"epsilon": 1.0, "delta": DELTA}, "accountant": [], "lower_bounds": bounds,
             "verdict": "inconclusive", "reason": "r"}
     validate(make_result("claim-audit", "t", data, {}).to_dict())
@@ -235,11 +232,11 @@ def test_power_entries_validate_against_the_result_schema():
     ("options", "message"),
     [
         ({"claimed_epsilon": -1.0}, "claimed_epsilon"),
-        ({"claimed_epsilon": 1.0, "power_factor": 0.5}, "factor"),
-        ({"claimed_epsilon": 1.0, "power_trials": 0}, "trials"),
+        ({"claimed_epsilon": 1.0, "factor": 0.5}, "factor"),
+        ({"claimed_epsilon": 1.0, "trials": 0}, "trials"),
         ({"claimed_epsilon": 1.0, "min_power": 1.0}, "min_power"),
     ],
 )
 def test_power_arguments_are_validated(options, message):
     with pytest.raises(InvalidParameterError, match=message):
-        epsilon_cp([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], **options)
+        epsilon_cp([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], claim=ClaimPower(**options))

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from privaudit.audit import RouteOptions
 from privaudit.audit import estimate as _estimate
 from privaudit.stats.strategies import (
     DEFAULT_GDP_FAMILY,
@@ -58,7 +59,7 @@ def _check_basic(result):
 def test_threshold_estimators_are_finite_non_negative_and_below_the_ceiling(
     estimator, strategy, in_scores, out_scores, alpha, delta, two_sided
 ):
-    _check_basic(estimate(estimator, in_scores, out_scores, significance=alpha, delta=delta, strategy=strategy, two_sided=two_sided))
+    _check_basic(estimate(estimator, in_scores, out_scores, significance=alpha, delta=delta, route_options=RouteOptions(strategy=strategy, two_sided=two_sided)))
 
 
 @pytest.mark.parametrize("estimator", ["one-run", "one-run-fdp", "one-run-fdp-box"])
@@ -66,15 +67,14 @@ def test_threshold_estimators_are_finite_non_negative_and_below_the_ceiling(
 @SETTINGS
 @given(in_scores=score_lists, out_scores=score_lists, alpha=alphas, delta=deltas)
 def test_one_run_estimators_are_finite_non_negative_and_below_the_ceiling(estimator, strategy, in_scores, out_scores, alpha, delta):
-    _check_basic(estimate(estimator, in_scores, out_scores, significance=alpha, delta=delta, strategy=strategy))
+    _check_basic(estimate(estimator, in_scores, out_scores, significance=alpha, delta=delta, route_options=RouteOptions(strategy=strategy)))
 
 
 @pytest.mark.parametrize("strategy", GUESS_STRATEGIES, ids=repr)
 @SETTINGS
 @given(in_scores=score_lists, out_scores=score_lists, alpha=alphas, delta=deltas)
 def test_paired_estimator_is_finite_non_negative_and_below_the_ceiling(strategy, in_scores, out_scores, alpha, delta):
-    _check_basic(estimate("one-run-paired", in_scores, out_scores, design="fixed", significance=alpha, delta=delta,
-                          strategy=strategy))
+    _check_basic(estimate("one-run-paired", in_scores, out_scores, design="fixed", significance=alpha, delta=delta, route_options=RouteOptions(strategy=strategy)))
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_bound_is_monotone_in_the_separation_of_the_scores(estimator, strategy, 
     """Moving every in-score up (fixed-in-advance strategies) never lowers the bound."""
     low, high = shifts
     base = np.asarray(in_scores)
-    options = {"significance": alpha, "delta": delta, "strategy": strategy}
+    options = {"significance": alpha, "delta": delta, "route_options": RouteOptions(strategy)}
     weaker = estimate(estimator, base + low, out_scores, **options).epsilon_lb
     stronger = estimate(estimator, base + high, out_scores, **options).epsilon_lb
     assert stronger >= weaker - 1e-6 * max(1.0, weaker)
@@ -110,5 +110,5 @@ def test_bound_is_monotone_in_the_separation_of_the_scores(estimator, strategy, 
 def test_split_ceiling_bounds_a_lucky_selection(estimator, strategy):
     # Found by hypothesis: the selection half picked guess counts that suit the held-out half better than a
     # perfect attack's selection does; the ceiling must bound every outcome, not only the perfect attack's.
-    result = estimate(estimator, [0.25] * 4, [0.0] * 7 + [0.25], significance=0.2, delta=1e-6, strategy=strategy)
+    result = estimate(estimator, [0.25] * 4, [0.0] * 7 + [0.25], significance=0.2, delta=1e-6, route_options=RouteOptions(strategy=strategy))
     assert 0.0 <= result.epsilon_lb <= result.ceiling + 1e-9 and result.ceiling > 0

@@ -16,7 +16,7 @@ from privaudit.accounting.mechanisms import (
     Skellam,
     SubsampledGaussian,
 )
-from privaudit.audit import ROUTES, audit_scores, estimate
+from privaudit.audit import ROUTES, ClaimPower, audit_scores, estimate
 from privaudit.errors import InvalidParameterError, RouteNotApplicable
 from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
 from privaudit.stats.one_run_paired import pair_parameters
@@ -68,7 +68,7 @@ def test_the_bound_records_its_assumptions():
 
 
 def test_audit_scores_lists_every_route_with_its_bound_or_reason():
-    outcomes = audit_scores(IN, OUT, mechanism="any", design="trials", claimed_epsilon=1.0, power_trials=10)
+    outcomes = audit_scores(IN, OUT, mechanism="any", design="trials", claim=ClaimPower(claimed_epsilon=1.0, trials=10))
     by_name = {o.route: o for o in outcomes}
     assert set(by_name) == set(ROUTES)
     assert by_name["gdp"].bound is None and "Gaussian-shaped" in by_name["gdp"].reason

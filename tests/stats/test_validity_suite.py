@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from privaudit.accounting.gaussian import gaussian_epsilon
-from privaudit.audit import estimate
+from privaudit.audit import RouteOptions, estimate
 from privaudit.audit.verdict_validity import ConsistencyCell, consistency_grid, evaluate_consistency
 from privaudit.errors import InvalidParameterError, RouteNotApplicable
 from privaudit.stats.strategies import Guesses
@@ -241,8 +241,7 @@ def test_the_steinke_route_refuses_fixed_unbalanced_counts_or_stays_valid():
     design = Fixed(900, 100)
     in_scores, out_scores = draw_scores(NullScores(), design, np.random.default_rng(0))
     try:
-        estimate("one-run", in_scores, out_scores, design="fixed", significance=0.05, delta=1e-5,
-                 strategy=Guesses(100, 0))
+        estimate("one-run", in_scores, out_scores, design="fixed", significance=0.05, delta=1e-5, route_options=RouteOptions(strategy=Guesses(100, 0)))
     except RouteNotApplicable:
         return
     result = evaluate_cell(Cell("one-run", "guesses in-only", NullScores(), design, 1e-5, 0.05), RUNS, base_seed=13)
@@ -295,8 +294,7 @@ def test_mirrored_scores_never_give_a_positive_bound(values, route):
         if strategy_name in ("split", "multi-split"):
             continue
         strategy, two_sided = build_strategy(strategy_name, 0, 2 * scores.size)
-        bound = estimate(route, scores, scores[::-1], mechanism=claim, design=natural_design(info), significance=0.1,
-                         delta=1e-5, strategy=strategy, two_sided=two_sided)
+        bound = estimate(route, scores, scores[::-1], mechanism=claim, design=natural_design(info), significance=0.1, delta=1e-5, route_options=RouteOptions(strategy=strategy, two_sided=two_sided))
         assert bound.epsilon_lb == 0.0, (strategy_name, bound.details)
 
 

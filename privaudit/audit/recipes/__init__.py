@@ -1,11 +1,13 @@
 """Recipes: one module per paper, turning a registered claim into the readings that test it.
 
-A recipe is ``recipe(claim, trials) -> Sequence[Reading | PendingPart | ClaimDetails]`` (types in
-:mod:`privaudit.audit.plan`); the claim names it as ``"module:function"``. Recipes only *describe* the work:
-trials run through the executor in :mod:`privaudit.audit.runner`, and building readings imports no torch.
+A recipe is ``recipe(claim, trials) -> Sequence[Reading | ClaimDetails]`` (types in
+:mod:`privaudit.audit.plan`); the claim names it as ``"module:function"``, imported only when the claim runs
+(listing the claims imports no recipe, and no torch). Recipes only *describe* the work: trials run through the
+executor in :mod:`privaudit.audit.runner`.
 
-* :mod:`~privaudit.papers.upcycled.recipe` — Upcycled-FL Thm 6.2 (output perturbation) and Thm 6.3
-  (objective perturbation); trials in :mod:`~privaudit.papers.upcycled.trials`;
+* :mod:`~privaudit.papers.upcycled.recipe` — Upcycled-FL Thm 6.2 (output perturbation) and
+  :mod:`~privaudit.papers.upcycled.objective_recipe` — Thm 6.3 (objective perturbation); trials in
+  :mod:`~privaudit.papers.upcycled.trials`;
 * :mod:`~privaudit.papers.privatefl.recipe` — PrivateFL CDP (per-tensor clipping, client-level canary clients)
   and LDP participation; trials in :mod:`~privaudit.papers.privatefl.trials`;
 * :mod:`~privaudit.papers.pfa.recipe` — PFA's reference calibration and participation;

@@ -17,6 +17,7 @@ from typing import Any
 from privaudit.audit.verdict import AccountingEvidence, VerdictResult
 from privaudit.checks import finite_non_negative, integer_at_least, probability_open
 from privaudit.errors import CheckpointError, InvalidParameterError
+from privaudit.fl.engine.checkpoint import read_ledger, read_manifest
 from privaudit.stats.assumptions import MechanismFamily, family_of_mechanisms
 from privaudit.stats.estimates import LowerBound
 
@@ -25,8 +26,8 @@ LEDGER_LABEL = "the checkpoint's ledger: largest per-client ε"
 
 def training_recipe(checkpoint: Path, audit: str):
     """The checkpoint's :class:`~privaudit.fl.run.TrainSpec`; an audit that re-trains needs one."""
+    # torch (attacks.membership): a checkpoint audit that re-trains needs it; privaudit.audit itself stays torch-free
     from attacks.membership import train_spec_from_dict
-    from privaudit.fl.engine.checkpoint import read_manifest
 
     recipe = read_manifest(checkpoint).get("train_spec")
     if not isinstance(recipe, dict):
@@ -46,8 +47,6 @@ def run_mechanism_family(checkpoint: Path) -> tuple[MechanismFamily, str]:
 
     A run with an invalid event (e.g. a clip bound that depends on the data) is ``any``: its noise scale is not fixed.
     """
-    from privaudit.fl.engine.checkpoint import read_ledger
-
     events = read_ledger(checkpoint).events
     if any(not e.valid for e in events):
         return MechanismFamily.ANY, "some releases' accounting assumptions fail, so their trade-off curve is unknown"
@@ -122,8 +121,6 @@ class CheckpointClaim:
 
 def checkpoint_claim(checkpoint: Path, delta: float, accountant: str, claimed_epsilon: float | None) -> CheckpointClaim:
     """The claim to audit: ``claimed_epsilon`` when given, else the ledger's largest per-client ε at ``delta``."""
-    from privaudit.fl.engine.checkpoint import read_ledger
-
     ledger = read_ledger(checkpoint)
     events = tuple(ledger.events)
     if claimed_epsilon is not None:

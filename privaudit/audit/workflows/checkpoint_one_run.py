@@ -36,6 +36,7 @@ from privaudit.audit.workflows.checkpoint_claim import (
 from privaudit.checks import integer_at_least
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimators import estimate
 from privaudit.stats.metrics import attack_metrics
 
@@ -63,6 +64,7 @@ class OneRunAudit(CheckpointAuditOutcome):
 
 def _one_run_scores(spec, options: OneRunOptions, progress: bool):
     """Train the recipe once with the canaries inserted at random; their membership scores and the canaries."""
+    # torch (attacks, the canary engine): only when the audit trains; privaudit.audit itself stays torch-free
     from attacks.membership import TargetModel, score_input_canaries
     from attacks.membership.target import load_training_data
     from privaudit.fl.canaries.compose import run_spec_on_dataset
@@ -89,9 +91,9 @@ def bound_one_run(checkpoint: Path, claim: CheckpointClaim, in_s, out_s, options
     family, family_reason = run_mechanism_family(checkpoint)
     routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
     share = float(options.significance) / 2
+    power = ClaimPower(claim.epsilon, trials=options.power_trials, seed=options.seed, attack_optimal=options.attack_optimal)
     bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
-                       claimed_epsilon=claim.epsilon, power_trials=options.power_trials, power_seed=options.seed,
-                       attack_optimal=options.attack_optimal)
+                       claim=power)
               for name in routes]
     verdict = decide(claim.epsilon, claim.delta, bounds, [])
     metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()

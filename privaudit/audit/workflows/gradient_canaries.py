@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.accounting.mechanisms import Gaussian
 from privaudit.audit.verdict import decide
 from privaudit.audit.workflows.checkpoint_claim import (
     CheckpointAuditOptions,
@@ -53,6 +54,8 @@ from privaudit.audit.workflows.checkpoint_claim import (
 )
 from privaudit.checks import finite_positive, integer_at_least
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.engine.checkpoint import TrainedFederation
+from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.gdp import mu_to_epsilon
 from privaudit.stats.gdp_composition import (
@@ -62,6 +65,8 @@ from privaudit.stats.gdp_composition import (
     gdp_best_round_lower_bound,
     gdp_rounds_lower_bound,
 )
+from privaudit.stats.metrics import attack_metrics
+from privaudit.stats.one_run_rounds import ONE_RUN_ROUND_VALIDITY, one_run_best_round_lower_bound
 
 VIEWS = ("client", "aggregate")
 RESULT_FILE = "gradient-canaries.json"
@@ -70,55 +75,6 @@ THREAT_MODEL = (
     "before its privatizer, observed white-box in every round (Nasr et al. 2023 threat model); they do not measure "
     "what a natural training record leaks"
 )
-
-
-# ------------------------------------------------------------------------------------------------
-# the per-round bound that needs no independence between a round's canaries
-# ------------------------------------------------------------------------------------------------
-ONE_RUN_ROUND_VALIDITY = (
-    "valid when a round's canaries are coupled (e.g. by clipping): each round is a one-run audit of its K canaries "
-    "(Steinke, Nasr & Jagielski 2023, whose bound needs no independence between canaries, only a fair coin each), "
-    "at α/T per round (Bonferroni), and any one round's release is a post-processing of the whole transcript"
-)
-
-
-def one_run_best_round_lower_bound(rounds: Sequence[tuple[object, object]], *, significance: float = 0.05,
-                                   delta: float = 1e-5, claimed_epsilon: float | None = None, power_factor: float = 2.0,
-                                   power_trials: int = 100, power_seed: int = 0, attack_optimal: bool = False,
-                                   min_power: float = 0.8, power_progress: bool = False) -> LowerBound:
-    """max_t of per-round one-run ε lower bounds (Steinke, Nasr & Jagielski 2023, Thm 3.1), each at α/T.
-
-    Unlike ``gdp-best-round`` it does not treat a round's canaries as independent trials, so it stays valid when
-    the release is not linear in the canaries. Its rounds are audited as mechanism family ``any`` (coupled or
-    non-Gaussian rounds), which has no attack-based power (:func:`privaudit.stats.power.power_unavailable`): with a
-    claimed ε, ``power`` is None and ``no_power_reason`` says why. ``power_trials``, ``power_seed`` and
-    ``power_progress`` are accepted for a uniform signature with the GDP bounds.
-    """
-    from privaudit.stats.assumptions import MechanismFamily
-    from privaudit.stats.estimators import estimate
-    from privaudit.stats.power import check_power_arguments, power_unavailable
-    from privaudit.stats.routes import ROUTES
-    from privaudit.stats.scores import check_positive_delta, check_significance
-
-    if not rounds:
-        raise InvalidParameterError("one_run_best_round_lower_bound needs at least one round of scores")
-    significance, delta = check_significance(significance), check_positive_delta(delta, "one-run")
-    share = significance / len(rounds)
-    per_round = [estimate("one-run", i, o, mechanism="any", design="bernoulli", significance=share, delta=delta)
-                 for i, o in rounds]
-    best = int(np.argmax([b.epsilon_lb for b in per_round]))
-    no_power = None
-    if claimed_epsilon is not None:
-        check_power_arguments(claimed_epsilon, power_factor, power_trials, min_power)
-        no_power = power_unavailable(MechanismFamily.ANY, ROUTES["one-run"], per_round[best].strategy, delta, power_factor)
-    chosen = per_round[best]
-    return replace(chosen, estimator="one-run-best-round", significance=significance, power=None,
-                   attack_optimal=bool(attack_optimal), no_power_reason=no_power,
-                   ceiling=max(b.ceiling for b in per_round), n_in=sum(b.n_in for b in per_round),
-                   n_out=sum(b.n_out for b in per_round),
-                   details={"rounds": len(rounds), "per_round_significance": share, "best_round_index": best,
-                            "per_round_epsilon_lb": [b.epsilon_lb for b in per_round], "validity": ONE_RUN_ROUND_VALIDITY,
-                            "reference": "Steinke, Nasr & Jagielski 2023 (one run, m canaries); Bonferroni over rounds"})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,8 +188,6 @@ class GradientCanaryAudit(CheckpointAuditOutcome):
 
 def _gaussian_events(events, client: int | None) -> list:
     """The Gaussian releases the ledger charges to ``client`` (every client's with ``None``)."""
-    from privaudit.accounting.mechanisms import Gaussian
-
     return [e for e in events if isinstance(e.mechanism, Gaussian) and (client is None or e.client_id == str(client))]
 
 
@@ -258,6 +212,7 @@ def _orthonormal_directions(count: int, dimension: int, seed: int) -> np.ndarray
 
 def _recorder(client: int, keep_client: bool):
     """A ReleaseRecorder that keeps only the canary client's releases (and its pre-clip norms)."""
+    # torch (the engine's recording): only when the audit trains; privaudit.audit itself stays torch-free
     from privaudit.fl.engine.recording import ReleaseRecorder
 
     class CanaryClientRecorder(ReleaseRecorder):
@@ -296,8 +251,8 @@ class _Target:
 
 def _target(checkpoint: Path, options: GradientCanaryOptions) -> _Target:
     """Read and check everything the audit needs from the checkpoint, before any training."""
+    # torch (tensor arithmetic of the engine): only when a checkpoint is read
     from privaudit.fl.engine import params as P
-    from privaudit.fl.engine.checkpoint import TrainedFederation
 
     federation = TrainedFederation(checkpoint)
     spec = training_recipe(checkpoint, "gradient-canary audit")
@@ -345,6 +300,7 @@ class _Observed:
 
 def _observe(target: _Target, options: GradientCanaryOptions, progress: bool) -> _Observed:
     """Re-train the recipe once with the canaries (each in w.p. ½ every round) and record every round's release."""
+    # torch (attacks, the canary engine): only when the audit trains
     from attacks.membership import gradient_canary_observations
     from attacks.membership.releases import find_privacy
     from attacks.membership.target import load_training_data
@@ -381,8 +337,8 @@ def _bounds(observed: _Observed, claim: CheckpointClaim, options: GradientCanary
     each at α/2 and each marked ``valid`` or not for this run (only valid ones decide)."""
     pairs = observed.observations.pairs()
     complete = observed.observations.complete_rounds()
-    common = {"significance": options.significance / 2, "delta": claim.delta, "claimed_epsilon": claim.epsilon,
-              "power_trials": options.power_trials, "power_seed": options.seed, "attack_optimal": options.attack_optimal}
+    power = ClaimPower(claim.epsilon, trials=options.power_trials, seed=options.seed, attack_optimal=options.attack_optimal)
+    common = {"significance": options.significance / 2, "delta": claim.delta, "claim": power}
     clipped, independent = bool(observed.clipped), observed.independent
     composed = gdp_rounds_lower_bound(pairs, **common)
     composed = replace(composed, details={**composed.details, "valid": observed.validity.valid and not clipped,
@@ -402,6 +358,7 @@ def _bounds(observed: _Observed, claim: CheckpointClaim, options: GradientCanary
 
 
 def _per_round_table(observations, composed: LowerBound, best: LowerBound, expected_mu: float | None) -> list[dict]:
+    # torch (attacks.membership): only when the scores are computed
     from attacks.membership.scores import gaussian_separation
 
     complete = observations.complete_rounds()
@@ -517,7 +474,6 @@ def run_gradient_canary_audit(checkpoint: str | Path, options: GradientCanaryOpt
     # the ledger never certifies its own claim (checkpoint_claim's module docstring): the attack decides
     verdict = decide(target.claim.epsilon, target.claim.delta, deciding, [])
     pooled = observed.observations.pooled()
-    from privaudit.stats.metrics import attack_metrics
 
     metrics = attack_metrics(pooled.in_scores, pooled.out_scores, n_resamples=200, seed=options.seed).to_dict()
     metrics.pop("roc", None)

@@ -1,106 +1,87 @@
-"""Algorithm name → how to build it from named options (``--algorithm upcycled-fedprox --mu 0.5 --upcycle 0.7``).
+"""Algorithm name → how to build it from named options (``--algorithm fedprox --mu 0.5``).
 
-Spec modules define ``SPECS``, a tuple of :class:`AlgorithmSpec` whose builders import the (torch) algorithm
-modules lazily, so listing algorithms and building CLI flags stay torch-free; :data:`ALGORITHM_MODULES` lists
-the spec modules.
-Every base algorithm X is also available as ``upcycled-X`` (:class:`~privaudit.fl.algorithms.upcycled.Upcycled`
-around X), taking X's options plus ``--upcycle u`` or ``--lam λ``. Adding an algorithm with its own options
-means writing its module and a spec (in a spec module listed here); the CLI picks its flags up, and the spec
-says what ``privaudit train`` uses where the command line gives nothing (:attr:`AlgorithmSpec.train_defaults`)
-and whether the algorithm runs its own privacy modes (:attr:`AlgorithmSpec.privacy_modes`).
+Spec modules define ``SPECS``, a tuple of :class:`~privaudit.fl.algorithms.spec_types.AlgorithmSpec` whose builders import the (torch) algorithm
+modules lazily, so listing algorithms and building CLI flags stay torch-free. The spec modules are the core's own
+(:data:`CORE_SPEC_MODULES`) and each registered paper's (:attr:`privaudit.plugins.Paper.algorithm_specs`). A paper
+may also declare a *wrapper* (:class:`~privaudit.fl.algorithms.spec_types.WrapperSpec`, :attr:`privaudit.plugins.Paper.algorithm_wrappers`): every base
+algorithm X is then also available as ``<wrapper>-X``, taking X's options plus the wrapper's. Adding an algorithm
+with its own options means writing its module and a spec (in a spec module the core or a paper lists); the CLI picks
+its flags up, and the spec says what ``privaudit train`` uses where the command line gives nothing
+(:attr:`AlgorithmSpec.train_defaults`) and whether the algorithm runs its own privacy modes
+(:attr:`AlgorithmSpec.privacy_modes`).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from privaudit import plugins
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.algorithms.spec_types import AlgorithmSpec, WrapperSpec
 from privaudit.fl.engine.options import Option, reject_unused, take_options
 
-#: Torch-free modules that define ``SPECS``.
-ALGORITHM_MODULES = (
-    "privaudit.fl.algorithms.specs",
-    "privaudit.papers.pfa.specs",
-    "privaudit.papers.privatefl.specs",
-    "privaudit.papers.fedreg.specs",
-)
+#: The core's torch-free modules that define ``SPECS`` (the papers' are read from the registry).
+CORE_SPEC_MODULES = ("privaudit.fl.algorithms.specs",)
 
-UPCYCLED_PREFIX = "upcycled-"
-
-UPCYCLE = Option("upcycle", float, "Upcycled-FL coefficient u of ω̄^{2m} = ω̄^{2m−1} + u(ω̄^{2m−1} − ω̄^{2m−2}) (default 0.3)")
-LAM = Option("lam", float, "Upcycled-FL λ_m: sets u = μ/(μ+λ) with the base algorithm's μ (FedProx)")
-UPCYCLED_OPTIONS = (UPCYCLE, LAM)
+def spec_modules() -> tuple[str, ...]:
+    """The modules that define ``SPECS``: the core's, then each registered paper's (in paper-key order)."""
+    return (*CORE_SPEC_MODULES, *(module for paper in plugins.papers() for module in paper.algorithm_specs))
 
 
-#: Settings of a run that an algorithm's :attr:`AlgorithmSpec.train_defaults` may give: local training
-#: (:class:`~privaudit.fl.engine.config.LocalTrainingConfig` by ``privaudit train``'s flag names), execution and
-#: client sampling, model and data (``num_clients``, ``partition``).
-TRAIN_DEFAULT_KEYS = ("local_epochs", "batch_size", "lr", "momentum", "execution", "sampling", "model", "num_clients", "partition")
+@cache
+def wrapper_specs() -> dict[str, WrapperSpec]:
+    """Every registered algorithm wrapper, by name."""
+    out: dict[str, WrapperSpec] = {}
+    for name, (_, ref) in plugins.collected("algorithm_wrappers").items():
+        spec = ref.load()
+        if not isinstance(spec, WrapperSpec) or spec.name != name:
+            raise InvalidParameterError(f"algorithm wrapper {name!r} ({ref.target}) is not a WrapperSpec named {name!r}")
+        out[name] = spec
+    return out
 
 
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    """A buildable algorithm: its name, a one-line summary, its options and ``build(**options)``.
-
-    ``train_defaults(privacy, options) -> {setting: value}`` gives the run settings of :data:`TRAIN_DEFAULT_KEYS` the
-    algorithm's paper uses, for its privacy mode and options (PFA: B = 8, no momentum, ``pfa-lr``); a setting
-    the run names wins. ``privacy_modes`` are privacy modes the algorithm runs itself, calibrated from the run
-    (PrivateFL's ``ldp``/``cdp``/``ddp`` for a claimed ε): ``--privacy`` is then passed to ``build`` as
-    ``privacy=`` and no generic privatizer wraps the algorithm.
-    """
-
-    name: str
-    summary: str
-    options: tuple[Option, ...]
-    build: Callable[..., Any]
-    train_defaults: Callable[[str, Mapping[str, Any]], Mapping[str, Any]] | None = None
-    privacy_modes: tuple[str, ...] = ()
-
-    def defaults(self, privacy: str | None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The run settings this algorithm brings for ``privacy`` and its ``options`` (empty if none)."""
-        if self.train_defaults is None:
-            return {}
-        given = {k: v for k, v in (options or {}).items() if v is not None}
-        out = dict(self.train_defaults(str(privacy or "none").strip().lower(), given))
-        unknown = sorted(set(out) - set(TRAIN_DEFAULT_KEYS))
-        if unknown:
-            raise ValueError(f"algorithm {self.name} gives unknown train defaults {unknown}")
-        return out
+def split_wrapper(name: str) -> tuple[WrapperSpec | None, str]:
+    """``(wrapper, base)`` of an algorithm name: the wrapper and ``"fedprox"`` for ``<wrapper>-fedprox``, else ``(None, name)``."""
+    for wrapper in wrapper_specs().values():
+        if name.startswith(wrapper.prefix):
+            return wrapper, name[len(wrapper.prefix):]
+    return None, name
 
 
 @cache
 def _base_specs() -> dict[str, AlgorithmSpec]:
     specs: dict[str, AlgorithmSpec] = {}
-    for module_name in ALGORITHM_MODULES:
+    prefixes = tuple(w.prefix for w in wrapper_specs().values())
+    for module_name in spec_modules():
         for spec in importlib.import_module(module_name).SPECS:
-            if spec.name in specs or spec.name.startswith(UPCYCLED_PREFIX):
-                raise ValueError(f"algorithm name {spec.name!r} is registered twice or uses the reserved prefix")
+            if spec.name in specs or spec.name.startswith(prefixes):
+                raise ValueError(f"algorithm name {spec.name!r} is registered twice or uses a wrapper's prefix")
             specs[spec.name] = spec
     return specs
 
 
 def algorithm_specs() -> dict[str, AlgorithmSpec]:
-    """Every algorithm by name, base algorithms first, then their Upcycled versions."""
+    """Every algorithm by name: the base algorithms, then each wrapper's versions of them."""
     base = _base_specs()
     out = dict(base)
-    for name, spec in base.items():
-        out[UPCYCLED_PREFIX + name] = AlgorithmSpec(
-            name=UPCYCLED_PREFIX + name,
-            summary=f"Upcycled-FL around {name}: odd rounds are {name}'s, even rounds server-only extrapolation",
-            options=spec.options + UPCYCLED_OPTIONS,
-            build=spec.build,
-            train_defaults=spec.train_defaults,
-            privacy_modes=spec.privacy_modes,
-        )
+    for wrapper in wrapper_specs().values():
+        for name, spec in base.items():
+            out[wrapper.prefix + name] = AlgorithmSpec(
+                name=wrapper.prefix + name,
+                summary=wrapper.summary(name),
+                options=spec.options + wrapper.options,
+                build=spec.build,
+                train_defaults=spec.train_defaults,
+                privacy_modes=spec.privacy_modes,
+            )
     return out
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
-    """The spec of algorithm ``name`` (``upcycled-X`` included)."""
+    """The spec of algorithm ``name`` (``<wrapper>-X`` included)."""
     key = str(name).strip().lower()
     specs = algorithm_specs()
     if key not in specs:
@@ -114,8 +95,9 @@ def option_owners() -> dict[str, list[str]]:
     for name, spec in _base_specs().items():
         for option in spec.options:
             owners.setdefault(option.name, []).append(name)
-    for option in UPCYCLED_OPTIONS:
-        owners.setdefault(option.name, []).append("upcycled-*")
+    for wrapper in wrapper_specs().values():
+        for option in wrapper.options:
+            owners.setdefault(option.name, []).append(wrapper.prefix + "*")
     return owners
 
 
@@ -124,8 +106,9 @@ def all_algorithm_options() -> list[Option]:
     for spec in _base_specs().values():
         for option in spec.options:
             seen.setdefault(option.name, option)
-    for option in UPCYCLED_OPTIONS:
-        seen.setdefault(option.name, option)
+    for wrapper in wrapper_specs().values():
+        for option in wrapper.options:
+            seen.setdefault(option.name, option)
     return list(seen.values())
 
 
@@ -139,14 +122,14 @@ def make_algorithm(
 ):
     """Build algorithm ``name`` from named options (``None`` values mean "not given", so defaults apply).
 
-    ``privatizer`` wraps the base algorithm before Upcycled-FL wraps it, so ``upcycled-X`` with a privacy
-    mechanism is Upcycled(Privatizer(X)): the privatizer acts in the odd rounds only. ``privacy`` is the privacy
-    mode of an algorithm that runs its own (:attr:`AlgorithmSpec.privacy_modes`), passed to its builder.
+    ``privatizer`` wraps the base algorithm before an algorithm wrapper does, so ``<wrapper>-X`` with a privacy
+    mechanism is Wrapper(Privatizer(X)) (for Upcycled-X the privatizer acts in the odd rounds only). ``privacy`` is the
+    privacy mode of an algorithm that runs its own (:attr:`AlgorithmSpec.privacy_modes`), passed to its builder.
     """
     given = {**(options or {}), **kwargs}
     spec = algorithm_spec(name)
     key = spec.name
-    base_name = key[len(UPCYCLED_PREFIX) :] if key.startswith(UPCYCLED_PREFIX) else key
+    wrapper, base_name = split_wrapper(key)
     base_spec = _base_specs()[base_name]
     reject_unused(given, [o.name for o in spec.options], f"algorithm {key}", option_owners())
     own_privacy = {}
@@ -160,12 +143,6 @@ def make_algorithm(
     algorithm = base_spec.build(**take_options(given, base_spec.options), **own_privacy)
     if privatizer is not None:
         algorithm = privatizer(algorithm)
-    if key.startswith(UPCYCLED_PREFIX):
-        # torch: imported here, not at the top, to keep it out of the CLI's start-up (this module lists the flags)
-        from privaudit.fl.algorithms.upcycled import Upcycled
-
-        upcycled = take_options(given, UPCYCLED_OPTIONS)
-        if "upcycle" in upcycled and "lam" in upcycled:
-            raise InvalidParameterError("give either --upcycle u or --lam λ, not both")
-        algorithm = Upcycled(algorithm, u=upcycled.get("upcycle", 0.3), lam=upcycled.get("lam"))
+    if wrapper is not None:
+        algorithm = wrapper.wrap(algorithm, **take_options(given, wrapper.options))
     return algorithm

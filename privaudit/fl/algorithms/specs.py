@@ -7,7 +7,7 @@ code (osu-srml/Upcycled-FL@4dd7400:train.py) unless an option says otherwise.
 
 from __future__ import annotations
 
-from privaudit.fl.algorithms.registry import AlgorithmSpec
+from privaudit.fl.algorithms.spec_types import AlgorithmSpec
 from privaudit.fl.engine.options import Option
 
 MU = Option("mu", float, "FedProx proximal coefficient μ (default 0.01)")

@@ -2,7 +2,7 @@
 
 Evaluation is the experimenter's measurement, not part of the protocol: the evaluator copies the test (and,
 if asked, training) tensors once before round 1, so server-only rounds stay provably data-free for the
-protocol (:class:`~privaudit.fl.algorithms.upcycled.Upcycled`). Evaluating on clients' *training* data every
+protocol (:class:`~privaudit.papers.upcycled.algorithm.Upcycled`). Evaluating on clients' *training* data every
 round is what the Upcycled-FL code publishes (audit point U9); it is off by default. Its training accuracy is the
 reference's: correct predictions over all clients' training examples pooled (osu-srml/Upcycled-FL@4dd7400:server/avg.py,
 ``test``, weights each client's accuracy by its share of the training examples, which is the pooled accuracy).

@@ -1,44 +1,30 @@
-"""Central (client-level) DP at a trusted server: PrivateFL-CDP as the paper states it, as its code runs it, and done right.
+"""Central (client-level) DP at a trusted server: DP-FedAvg done right, and the hook for a paper's median variants.
 
 Three named variants (:class:`CDPVariant`), each recording what its release really is. Δ_k = θ_k − θ^r is
-client k's update over the aggregated (shared) parameters, K_s the number of clients of the round, σ the
-noise multiplier calibrated for the claimed (ε, δ).
-
-``paper`` — 001 Algorithm 1, lines 12–14, as printed::
-
-    ζ_k = ‖Δ_k‖₂,  ζ = median_k ζ_k,  θ^{r+1} = θ^r + (1/K_s)(Σ_k Δ_k/ζ_k + N(0, σ²ζ²I))
-
-  Each normalised update has norm 1 (sensitivity 1), yet the noise std is σζ: the realised noise multiplier
-  is σζ, below σ whenever ζ < 1, and ζ is an unprivatised function of the clients' updates (audit point P2). The
-  event records Gaussian multiplier σζ with ``valid=False``.
-
-``reference`` — the reference code (``get_median_norm``/``agg_updates`` of BHui97/PrivateFL@39711e6:FedServer.py;
-audit points P1–P3): per
-aggregated tensor t, ζ_t = min(median_k ‖Δ_{k,t}‖, 10); Δ_{k,t} is clipped to ζ_t; the server adds
-N(0, (σζ_t)²) to tensor t and divides by sr·N as a float (``sample_clients = sample_rate*NUM_CLIENTS`` in
-BHui97/PrivateFL@0ff71d6:FedAverage.py; the driver samples ⌊sr·N⌋ clients, so the two differ when sr·N is not whole:
-:attr:`CentralDPConfig.reference_divisor`). Rescaling tensor t by 1/ζ_t shows the release is a
-Gaussian mechanism of multiplier σ/√L (L tensors, :func:`privaudit.accounting.closed_form.per_tensor_effective_multiplier`)
-— *if* the ζ_t did not depend on the data. They are unprivatised medians, so the event (multiplier σ/√L)
-is recorded with ``valid=False``.
+client k's update over the aggregated (shared) parameters, σ the noise multiplier calibrated for the claimed (ε, δ).
 
 ``dp-fedavg`` — client-level DP-FedAvg done right (McMahan, Ramage, Talwar & Zhang 2018): a fixed clip C over
 the whole update, θ^{r+1} = θ^r + (Σ_k clip_C(Δ_k) + N(0, σ²C²I))/(q·N) with Poisson client sampling at rate q
 and the fixed denominator q·N (the expected number of clients). Event: SubsampledGaussian(σ, q), valid.
 Optional private adaptive clipping (Andrew, Thakkar, McMahan & Ramaswamy 2021, "Differentially private
-learning with adaptive clipping", Alg. 1) replaces the median: each client also reports
+learning with adaptive clipping", Alg. 1) replaces a fixed C: each client also reports
 b_k = 1[‖Δ_k‖ ≤ C]; the server forms b̃ = (Σ_k (b_k − ½) + N(0, σ_b²))/(q·N) + ½ and sets
 C ← C·exp(−η_C (b̃ − γ)) towards the γ-quantile of the update norms. The bit query has sensitivity ½, so it
 is recorded as its own SubsampledGaussian(2σ_b, q) event each round.
 
+``paper`` and ``reference`` — the median-clipped releases of 001 (Algorithm 1, lines 12–14, as printed; and as its
+reference code runs it, with a float divisor :attr:`CentralDPConfig.reference_divisor`), audit points P1–P3. They are
+that paper's faithfulness switches: its package implements them (:meth:`CentralDP.median_release` in a subclass) and
+registers the subclass (:attr:`privaudit.plugins.Paper.extras`, ``central-dp``); :func:`central_dp` builds the class a
+configuration needs.
+
 Any algorithm whose server step is post-processing of the clients' mean update (its declared
 ``server_dp_compatible``) runs under any variant: ``privaudit train --algorithm X --privacy cdp --clip C --noise σ
-[--central-variant dp-fedavg|paper|reference]`` (:mod:`privaudit.fl.privacy.registry`). There the default is
-``dp-fedavg``, the mechanism done right; ``paper`` and ``reference`` are PrivateFL's faithfulness switches
-(``--algorithm privatefl --privacy cdp`` keeps the paper's Alg. 1 as its default). The private model θ^r + meañ
-is handed to the wrapped algorithm's own server step (:mod:`privaudit.fl.privacy.server_release`). The client
-sampling (q, Poisson or fixed-size, N) is the federation's; under fixed-size sampling with q < 1 the Poisson
-event is recorded ``valid=False`` (run ``--sampling poisson``, or every client, for a valid one).
+[--central-variant dp-fedavg|paper|reference]`` (:mod:`privaudit.fl.privacy.registry`); the default is
+``dp-fedavg``, the mechanism done right. The private model θ^r + meañ is handed to the wrapped algorithm's own server
+step (:mod:`privaudit.fl.privacy.server_release`). The client sampling (q, Poisson or fixed-size, N) is the
+federation's; under fixed-size sampling with q < 1 the Poisson event is recorded ``valid=False`` (run ``--sampling
+poisson``, or every client, for a valid one).
 
 Noise comes from the run's seeded stream ("central-noise", round).
 """
@@ -46,7 +32,6 @@ Noise comes from the run's seeded stream ("central-noise", round).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
@@ -54,6 +39,7 @@ from typing import Any
 
 import torch
 
+from privaudit import plugins
 from privaudit.accounting.ledger import SERVER, PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Mechanism, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.checks import parse_enum
@@ -180,53 +166,26 @@ def finite_or_zero(update: State) -> State:
     return {k: torch.zeros_like(v) for k, v in update.items()}
 
 
-def _norm(tensors: Sequence[torch.Tensor]) -> float:
+def update_norm(tensors: Sequence[torch.Tensor]) -> float:
+    """‖Δ‖₂ over ``tensors`` together, accumulated in float64."""
     return float(torch.sqrt(sum((t.double() ** 2).sum() for t in tensors)))
 
 
-def _noise(shape: torch.Size, std: float, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+def gaussian_noise(shape: torch.Size, std: float, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """N(0, std²) of ``shape`` from ``generator`` (the run's "central-noise" stream)."""
     return torch.normal(0.0, float(std), size=tuple(shape), generator=generator, dtype=dtype)
-
-
-def paper_release(updates: Sequence[State], sigma: float, generator: torch.Generator) -> tuple[State, float]:
-    """001 Alg. 1 lines 12–14: (Σ_k Δ_k/ζ_k + N(0, σ²ζ²I))/K_s with ζ the median of ζ_k = ‖Δ_k‖; returns (mean update, ζ)."""
-    norms = [_norm(list(u.values())) for u in updates]
-    zeta = statistics.median(norms)
-    names = list(updates[0])
-    total = {n: sum(u[n] / z if z > 0 else torch.zeros_like(u[n]) for u, z in zip(updates, norms, strict=True)) for n in names}
-    for n in names:
-        total[n] = (total[n] + _noise(total[n].shape, sigma * zeta, generator, total[n].dtype)) / len(updates)
-    return total, zeta
-
-
-def reference_release(updates: Sequence[State], sigma: float, cap: float, divisor: float, generator: torch.Generator
-                      ) -> tuple[State, dict[str, float]]:
-    """The reference code's per-tensor release: clip tensor t to ζ_t = min(median ‖Δ_{k,t}‖, cap), add N(0, (σζ_t)²), ÷ K_s.
-
-    Returns the mean update and the per-tensor clip norms ζ_t.
-    """
-    names = list(updates[0])
-    out: State = {}
-    clips: dict[str, float] = {}
-    for n in names:
-        norms = [_norm([u[n]]) for u in updates]
-        clip = min(statistics.median(norms), cap)
-        clips[n] = clip
-        total = sum(u[n] * min(1.0, clip / norm) if norm > 0 else u[n] for u, norm in zip(updates, norms, strict=True))
-        out[n] = (total + _noise(total.shape, sigma * clip, generator, total.dtype)) / divisor
-    return out, clips
 
 
 def dp_fedavg_release(updates: Sequence[State], like: State, sigma: float, clip: float, divisor: float,
                       generator: torch.Generator) -> tuple[State, list[float]]:
     """McMahan et al. 2018: (Σ_k Δ_k·min(1, C/‖Δ_k‖) + N(0, σ²C²I)) / (q·N); returns (mean update, the ‖Δ_k‖)."""
-    norms = [_norm(list(u.values())) for u in updates]
+    norms = [update_norm(list(u.values())) for u in updates]
     out: State = {}
     for n, ref in like.items():
         total = torch.zeros_like(ref)
         for u, norm in zip(updates, norms, strict=True):
             total = total + u[n] * min(1.0, clip / norm if norm > 0 else 1.0)
-        out[n] = (total + _noise(ref.shape, sigma * clip, generator, ref.dtype)) / divisor
+        out[n] = (total + gaussian_noise(ref.shape, sigma * clip, generator, ref.dtype)) / divisor
     return out, norms
 
 
@@ -238,8 +197,18 @@ def adapt_clip(clip: float, norms: Sequence[float], adaptive: AdaptiveClipping, 
     return clip * math.exp(-adaptive.learning_rate * (fraction - adaptive.target_quantile))
 
 
+#: Release of a round: the mean update, the privacy events, and what the round's clip norms were (``clip_history``).
+Release = tuple[State, tuple[PrivacyEvent, ...], dict[str, float]]
+
+
 class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
-    """The server clips, noises and averages the clients' updates (one of three variants) and records the truth."""
+    """The server clips, noises and averages the clients' updates and records the truth.
+
+    This class runs ``dp-fedavg``. The median variants (``paper``, ``reference``) reproduce one paper's Alg. 1 as
+    printed and its code: that paper's package subclasses this class, implements :meth:`median_release` and registers
+    the subclass as its ``central-dp`` hook (:attr:`privaudit.plugins.Paper.extras`); :func:`central_dp` builds the
+    right class for a configuration.
+    """
 
     prefix = "cdp"
     neighbouring = Neighbouring.ADD_REMOVE
@@ -248,6 +217,9 @@ class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
         super().__init__(inner)
         if not isinstance(config, CentralDPConfig):
             raise InvalidParameterError("CentralDP needs a CentralDPConfig")
+        if config.variant is not CDPVariant.DP_FEDAVG and type(self).median_release is CentralDP.median_release:
+            raise InvalidParameterError(f"the {config.variant.value} variant of central DP is a paper's; build it with "
+                                        "privaudit.fl.privacy.central_dp.central_dp (the registered paper's class)")
         self.config = config
         self.clip_history: list[dict[str, float]] = []
 
@@ -270,41 +242,62 @@ class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
 
     # -- the release ---------------------------------------------------------------------------------
     def release(self, round: int, global_state: State, results: Sequence[ClientResult]) -> tuple[State | None, tuple[PrivacyEvent, ...]]:
-        cfg = self.config
         names = self.aggregated_names
         updates = [finite_or_zero({n: r.state[n] - global_state[n] for n in names}) for r in results]
         generator = self.context.seeds.torch("central-noise", round)
-        new = P.clone(global_state)
-        if cfg.variant is CDPVariant.DP_FEDAVG:
-            like = {n: global_state[n] for n in names}
-            clip = self.clip
-            mean, norms = dp_fedavg_release(updates, like, cfg.noise_multiplier, clip, cfg.expected_clients, generator)
-            events = [self._event(round, self._sampled(cfg.noise_multiplier), self._fedavg_assumptions(clip), self._sampling_check())]
-            if cfg.adaptive is not None:
-                self.clip = adapt_clip(clip, norms, cfg.adaptive, cfg.expected_clients, generator)
-                bits = 2.0 * cfg.adaptive.bit_noise
-                events.append(self._event(
-                    round, self._sampled(bits),
-                    (f"adaptive clipping (Andrew et al. 2021): the count of clients with ‖Δ‖ ≤ C, centred by ½ per client "
-                     f"(sensitivity ½), plus N(0, σ_b²) with σ_b = {cfg.adaptive.bit_noise:g}: multiplier 2σ_b = {bits:g}",),
-                    self._sampling_check()))
-            self.clip_history.append({"clip": clip})
-        elif not updates:  # paper and reference sample a fixed number of clients: no empty round to release
+        if self.config.variant is CDPVariant.DP_FEDAVG:
+            mean, events, history = self._dp_fedavg(round, updates, {n: global_state[n] for n in names}, generator)
+        elif not updates:  # the median variants sample a fixed number of clients: no empty round to release
             return None, ()
-        elif cfg.variant is CDPVariant.PAPER:
-            mean, zeta = paper_release(updates, cfg.noise_multiplier, generator)
-            events = [self._paper_event(round, zeta)]
-            self.clip_history.append({"zeta": zeta})
         else:
-            mean, clips = reference_release(updates, cfg.noise_multiplier, cfg.clip_cap, cfg.reference_divisor, generator)
-            events = [self._reference_event(round, clips)]
-            self.clip_history.append(dict(clips))
+            mean, events, history = self.median_release(round, updates, generator)
+        self.clip_history.append(history)
+        new = P.clone(global_state)
         for n in names:
             new[n] = global_state[n] + mean[n]
-        return new, tuple(events)
+        return new, events
+
+    def _dp_fedavg(self, round: int, updates: Sequence[State], like: State, generator: torch.Generator) -> Release:
+        cfg, clip = self.config, self.clip
+        mean, norms = dp_fedavg_release(updates, like, cfg.noise_multiplier, clip, cfg.expected_clients, generator)
+        if cfg.adaptive is None:
+            events = (self.server_event(round, self.sampled_mechanism(cfg.noise_multiplier), self._fedavg_assumptions(clip),
+                                        self.sampling_failures()),)
+            return mean, events, {"clip": clip}
+        self.clip = adapt_clip(clip, norms, cfg.adaptive, cfg.expected_clients, generator)
+        return mean, self._adaptive_events(round, clip), {"clip": clip}
+
+    def _adaptive_events(self, round: int, clip: float) -> tuple[PrivacyEvent, ...]:
+        """The round's two releases — the noisy mean (multiplier σ) and the noisy centred count of unclipped clients
+        (sensitivity ½, noise σ_b: multiplier 2σ_b) — computed on the *same* sampled clients.
+
+        With every client in the round they are two Gaussian events. With client sampling they are one subsampled
+        mechanism: the pair of Gaussian releases on one sample is a single Gaussian of multiplier
+        z = (σ⁻² + (2σ_b)⁻²)^{-1/2} (independent noise on orthogonal queries: μ² adds, Dong, Roth & Su 2022 Cor. 3.3;
+        Andrew, Thakkar, McMahan & Ramaswamy 2021 Thm 1), subsampled once. Two separately subsampled events would
+        assume independent samples and understate ε (q²(e^{μ₁²+μ₂²} − 1) ≥ q²(e^{μ₁²} − 1) + q²(e^{μ₂²} − 1) at
+        second order)."""
+        cfg = self.config
+        bits = 2.0 * cfg.adaptive.bit_noise
+        count = (f"adaptive clipping (Andrew et al. 2021): the count of clients with ‖Δ‖ ≤ C, centred by ½ per client "
+                 f"(sensitivity ½), plus N(0, σ_b²) with σ_b = {cfg.adaptive.bit_noise:g}: multiplier 2σ_b = {bits:g}")
+        if cfg.client_rate >= 1:
+            return (self.server_event(round, Gaussian(cfg.noise_multiplier), self._fedavg_assumptions(clip)),
+                    self.server_event(round, Gaussian(bits), (count,)))
+        combined = 1.0 / math.sqrt(cfg.noise_multiplier ** -2 + bits ** -2)
+        joint = (f"the mean and the count are released for the same sampled clients: one Gaussian of multiplier "
+                 f"(σ⁻² + (2σ_b)⁻²)^(-1/2) = {combined:.6g}, subsampled once")
+        return (self.server_event(round, self.sampled_mechanism(combined),
+                                  (*self._fedavg_assumptions(clip), count, joint), self.sampling_failures()),)
+
+    def median_release(self, round: int, updates: Sequence[State], generator: torch.Generator) -> Release:
+        """The release of a median variant (``paper``/``reference``) for a non-empty round: implemented by the paper's
+        subclass (see the class docstring); this class runs dp-fedavg only."""
+        raise InvalidParameterError(f"the {self.config.variant.value} variant of central DP needs the registered paper's class")
 
     # -- events ------------------------------------------------------------------------------------
-    def _event(self, round: int, mechanism: Mechanism, assumptions: Sequence[str], failures: Sequence[str] = ()) -> PrivacyEvent:
+    def server_event(self, round: int, mechanism: Mechanism, assumptions: Sequence[str], failures: Sequence[str] = ()) -> PrivacyEvent:
+        """The server's event of ``round``: client-level add/remove neighbours, valid unless ``failures``."""
         return PrivacyEvent(
             client_id=SERVER,
             round=round,
@@ -315,11 +308,13 @@ class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
             note="; ".join(failures),
         )
 
-    def _sampled(self, z: float) -> Mechanism:
+    def sampled_mechanism(self, z: float) -> Mechanism:
+        """Gaussian(z), subsampled at the federation's client rate q when q < 1."""
         rate = self.config.client_rate
         return SubsampledGaussian(z, rate) if rate < 1 else Gaussian(z)
 
-    def _sampling_check(self) -> list[str]:
+    def sampling_failures(self) -> list[str]:
+        """Why the Poisson-sampled event would not hold (fixed-size client sampling at q < 1), if it does not."""
         cfg = self.config
         if cfg.client_rate < 1 and cfg.client_sampling is not Sampling.POISSON:
             return [f"clients are sampled as a fixed-size set of ⌊sr·N⌋ without replacement, but the event assumes Poisson "
@@ -335,34 +330,20 @@ class CentralDP(ServerReleaseWrapper, NeighbouringRelation):
             else "the clip norm C is fixed in advance (data-independent)",
         )
 
-    def _paper_event(self, round: int, zeta: float) -> PrivacyEvent:
-        sigma = self.config.noise_multiplier
-        z = sigma * zeta if zeta > 0 else sigma
-        failures = [f"the noise std σζ uses ζ = {zeta:.4g}, the unprivatised median of the clients' update norms (audit point P2)"]
-        if zeta < 1:
-            failures.append(f"ζ < 1: the normalised updates have sensitivity 1 but the noise is σζ = {z:.4g} < σ = {sigma:g}")
-        failures.extend(self._sampling_check())
-        return self._event(
-            round, self._sampled(z),
-            ("PrivateFL Alg. 1 lines 12–14 as printed: every update normalised by its own norm (sensitivity 1), "
-             f"noise N(0, σ²ζ²I) with σ = {sigma:g}; recorded multiplier σζ as if ζ were data-independent",),
-            failures)
-
-    def _reference_event(self, round: int, clips: dict[str, float]) -> PrivacyEvent:
-        sigma = self.config.noise_multiplier
-        tensors = len(clips)
-        z = sigma / math.sqrt(tensors)
-        failures = [f"the per-tensor clip norms ζ_t = min(median_k ‖Δ_{{k,t}}‖, {self.config.clip_cap:g}) are unprivatised functions "
-                    "of the clients' updates and also set the noise std (audit point P2)", *self._sampling_check()]
-        return self._event(
-            round, self._sampled(z),
-            (f"PrivateFL reference code: {tensors} tensors each clipped to its own ζ_t and noised N(0, (σζ_t)²) with σ = {sigma:g}: "
-             f"a Gaussian mechanism with multiplier σ/√L = {z:.6g} if the ζ_t were data-independent (audit point P1); "
-             f"the paper's ε assumes multiplier σ",),
-            failures)
-
     def hyperparameters(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "clip_history": list(self.clip_history)}
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "privacy": {"mechanism": "central-dp", **self.hyperparameters()}, "wraps": self.inner.describe()}
+
+
+def central_dp(inner: Algorithm, config: CentralDPConfig) -> CentralDP:
+    """Central DP around ``inner`` for ``config``: :class:`CentralDP` for dp-fedavg; for a median variant, the subclass
+    a registered paper provides as its ``central-dp`` hook (:attr:`privaudit.plugins.Paper.extras`)."""
+    if config.variant is CDPVariant.DP_FEDAVG:
+        return CentralDP(inner, config)
+    hooks = plugins.collected("extras")
+    if "central-dp" not in hooks:
+        raise InvalidParameterError(f"the {config.variant.value} variant of central DP needs a registered paper that provides "
+                                    "it (extras['central-dp']); none is installed")
+    return hooks["central-dp"][1].load()(inner, config)

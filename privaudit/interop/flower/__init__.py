@@ -1,7 +1,8 @@
 """Flower (``pip install 'privaudit[flower]'``, flwr 1.42, message API): audit any Flower app, or run privaudit's algorithms in Flower.
 
 * :mod:`~privaudit.interop.flower.tap` — :class:`AuditTap`, a strategy wrapper that records any Flower strategy's run
-  (global models, the sampled clients' updates when asked, the privacy events of Flower's fixed-clipping DP wrappers)
+  (global models, the sampled clients' updates when asked, the privacy events of Flower's fixed- and adaptive-clipping
+  DP wrappers, :mod:`~privaudit.interop.flower.adaptive` for the latter)
   into a privaudit checkpoint through :class:`~privaudit.interop.recorder.FederationRecorder`, and :func:`tap_mod`,
   the client mod that tells it which partition a reply came from;
 * :mod:`~privaudit.interop.flower.hosted` — privaudit's algorithms and privatizers as a Flower strategy

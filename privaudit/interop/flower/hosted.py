@@ -20,8 +20,8 @@ trains with one torch thread, the engine with several: ``benchmarks/bench_flower
 engine's batched trainer they agree up to summation order too.
 
 What is hosted: the algorithms whose clients need nothing but the global model and their own data
-(:data:`HOSTED_ALGORITHMS` and their ``upcycled-`` versions: Upcycled-X's even rounds send no message at all), under no
-privacy or client-level central DP (``cdp``: DP-FedAvg's clip and noise at the server, its per-round
+(:data:`HOSTED_ALGORITHMS` and their versions under a hostable algorithm wrapper such as ``upcycled-``: Upcycled-X's
+even rounds send no message at all), under no privacy or client-level central DP (``cdp``: DP-FedAvg's clip and noise at the server, its per-round
 :class:`~privaudit.accounting.ledger.PrivacyEvent` charged to the clients' ``server`` subject, exactly as the engine
 records it). Algorithms that keep per-client state on the server's side of the simulation (SCAFFOLD's control variates,
 FedDyn, pFedMe, FedCurv) and client-side privatizers (DP-SGD, output or objective perturbation, distributed DP's noise
@@ -48,7 +48,7 @@ from flwr.serverapp.strategy import Strategy
 
 from attacks.membership.target import load_training_data, train_spec_from_dict
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.algorithms.registry import UPCYCLED_PREFIX
+from privaudit.fl.algorithms.registry import split_wrapper, wrapper_specs
 from privaudit.fl.engine.algorithm import Algorithm, ClientContext
 from privaudit.fl.engine.checkpoint import CheckpointWriter
 from privaudit.fl.engine.config import FederationConfig
@@ -80,11 +80,13 @@ EXECUTION = "flower: sequential trainer in each ClientApp"
 
 def check_hosted(spec: TrainSpec) -> None:
     """Refuse, with the reason, a spec whose algorithm or privacy Flower cannot host as privaudit runs it."""
-    base = spec.algorithm.removeprefix(UPCYCLED_PREFIX)
-    if base not in HOSTED_ALGORITHMS:
+    wrapper, base = split_wrapper(spec.algorithm)
+    if base not in HOSTED_ALGORITHMS or (wrapper is not None and not wrapper.hostable):
+        prefixes = [w.prefix for w in wrapper_specs().values() if w.hostable]
+        versions = f" and their {', '.join(prefixes)} versions" if prefixes else ""
         raise InvalidParameterError(
             f"algorithm {spec.algorithm} cannot be hosted in Flower: its clients keep state between rounds; hosted are "
-            f"{', '.join(HOSTED_ALGORITHMS)} and their upcycled- versions")
+            f"{', '.join(HOSTED_ALGORITHMS)}{versions}")
     privacy = spec.privacy or "none"
     if privacy not in HOSTED_PRIVACY:
         raise InvalidParameterError(

@@ -25,7 +25,15 @@ before a server-side clip), the round's metrics (the wrapped strategy's and ``ev
   Flower's accountant refuses them too). The event covers the model arrays only: the wrapped strategy's aggregated
   train metrics (e.g. the clients' mean loss) pass through un-noised and are recorded as they are;
 * with client-side clipping the server trusts the clients' ``fixedclipping_mod``: the tap measures every update
-  that arrives and records the round ``valid=False`` when one is longer than C;
+  that arrives and records the round ``valid=False`` when one is longer than C (likewise C_t and
+  ``adaptiveclipping_mod`` below);
+* under Flower's adaptive-clipping wrappers (``DifferentialPrivacyServerSideAdaptiveClipping``, or
+  ``DifferentialPrivacyClientSideAdaptiveClipping`` with ``adaptiveclipping_mod`` on the clients; Andrew, Thakkar,
+  McMahan & Ramaswamy 2021): both releases of a round — the noisy count of clipped updates that moves the clip norm,
+  and the noisy mean — with the round's clip C_t read from the wrapper before its aggregation (kept as the round metric
+  ``dp_clipping_norm``) and the C_{t+1} at which Flower then draws the mean's noise
+  (:mod:`~privaudit.interop.flower.adaptive` derives the events: two Gaussians when every node trains, one fixed-size
+  subsampled Gaussian of Thm 1's combined multiplier when m < N are sampled); invalid as for fixed clipping;
 * without a DP wrapper: every sampled client released its update without calibrated noise (``NoDP``: ε = ∞).
 
 When the wrapper runs Flower's own accountant (``accountant=``), its ε is kept in the checkpoint beside privaudit's
@@ -38,9 +46,9 @@ bound under add/remove neighbours: Flower's figure is then *not an upper bound*,
 bound on the recorded rounds exceeds it (10 rounds of 5 of 10 clients at σ = 1, δ = 1e-5: Flower's RDP gives
 ε = 19.05, the recorded rounds' PRV lower end 31.3).
 
-Flower's adaptive-clipping wrappers and its client-side ``LocalDpMod`` are not read: the tap refuses the former with a
-clear error and cannot see the latter (its noise is added on the clients), so a run with ``LocalDpMod`` alone is
-recorded as without DP — an over-statement of risk, never of privacy.
+Flower's client-side ``LocalDpMod`` is not read: its noise is added on the clients, where the tap cannot see it, so a
+run with ``LocalDpMod`` alone is recorded as without DP — an over-statement of risk, never of privacy. The adaptive
+wrappers have no accountant of their own in flwr 1.42, so no Flower ε is kept for them.
 
 :func:`tap_mod` is the client mod that adds the node's partition id (``node_config["partition-id"]``) to each train
 reply in a ConfigRecord of its own; the tap needs it to name the clients in the recorded partition, and refuses a run
@@ -68,11 +76,16 @@ from privaudit.accounting.ledger import SERVER, PrivacyEvent
 from privaudit.accounting.mechanisms import Gaussian, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import InvalidParameterError
+from privaudit.interop.flower.adaptive import AdaptiveRound, FlowerAdaptiveDP, adaptive_round_events
 from privaudit.interop.recorder import FederationRecorder
 from privaudit.interop.releases import NoDP
 
 #: The ConfigRecord :func:`tap_mod` adds to a train reply.
 TAP_RECORD = "privaudit-tap"
+FIXED_WRAPPERS = DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping
+ADAPTIVE_WRAPPERS = DifferentialPrivacyServerSideAdaptiveClipping | DifferentialPrivacyClientSideAdaptiveClipping
+#: The round metric holding an adaptive wrapper's clip norm C_t (the norm the round's updates were clipped to).
+CLIP_METRIC = "dp_clipping_norm"
 
 
 def tap_mod(message, context, call_next):
@@ -114,35 +127,44 @@ def _chain(strategy) -> Iterable:
         strategy = getattr(strategy, "strategy", None)
 
 
-def flower_dp_settings(strategy) -> FlowerDP | None:
-    """The fixed-clipping DP wrapper in ``strategy``'s chain of wrapped strategies (``None`` without one).
+def _aggregation(inner) -> tuple[str, bool]:
+    """(the class whose ``aggregate_train`` ``inner`` runs, whether it is ``FedAvg``'s mean)."""
+    method = type(inner).aggregate_train  # Strategy declares it
+    return method.__qualname__.split(".")[0], isinstance(inner, FedAvg) and method is FedAvg.aggregate_train
 
-    Refuses the adaptive-clipping wrappers (their clip norm moves with a noised quantile estimate, which the tap does
-    not record yet) and a chain with two DP wrappers.
-    """
-    found: list[FlowerDP] = []
-    for layer in _chain(strategy):
-        if isinstance(layer, DifferentialPrivacyServerSideAdaptiveClipping | DifferentialPrivacyClientSideAdaptiveClipping):
-            raise InvalidParameterError(f"AuditTap records Flower's fixed-clipping DP wrappers; {type(layer).__name__} "
-                                        "(adaptive clipping) is not supported yet")
-        if isinstance(layer, DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping):
-            inner = layer.strategy  # Flower's DP wrappers hold the strategy they wrap
-            method = type(inner).aggregate_train  # Strategy declares it
-            owner = method.__qualname__.split(".")[0]
-            found.append(FlowerDP(type(layer).__name__, float(layer.noise_multiplier), float(layer.clipping_norm),
-                                  int(layer.num_sampled_clients), aggregator=owner,
-                                  mean_aggregation=isinstance(inner, FedAvg) and method is FedAvg.aggregate_train))
+
+def _dp_wrappers(strategy) -> list:
+    """The Flower DP wrappers (fixed or adaptive clipping) in ``strategy``'s chain; more than one is refused."""
+    found = [layer for layer in _chain(strategy) if isinstance(layer, FIXED_WRAPPERS | ADAPTIVE_WRAPPERS)]
     if len(found) > 1:
         raise InvalidParameterError("the strategy has two Flower DP wrappers; the tap records one")
-    return found[0] if found else None
+    return found
+
+
+def flower_dp_settings(strategy) -> FlowerDP | FlowerAdaptiveDP | None:
+    """The DP wrapper's settings in ``strategy``'s chain of wrapped strategies (``None`` without one): a fixed-clipping
+    wrapper's (:class:`FlowerDP`) or an adaptive-clipping wrapper's
+    (:class:`~privaudit.interop.flower.adaptive.FlowerAdaptiveDP`, its clip as it is now). A chain with two DP wrappers
+    is refused."""
+    found = _dp_wrappers(strategy)
+    if not found:
+        return None
+    layer = found[0]
+    owner, mean = _aggregation(layer.strategy)  # Flower's DP wrappers hold the strategy they wrap
+    if isinstance(layer, ADAPTIVE_WRAPPERS):
+        return FlowerAdaptiveDP(type(layer).__name__, float(layer.noise_multiplier), float(layer.clipped_count_stddev),
+                                int(layer.num_sampled_clients), float(layer.clipping_norm),
+                                float(layer.target_clipped_quantile), float(layer.clip_norm_lr), aggregator=owner,
+                                mean_aggregation=mean)
+    return FlowerDP(type(layer).__name__, float(layer.noise_multiplier), float(layer.clipping_norm),
+                    int(layer.num_sampled_clients), aggregator=owner, mean_aggregation=mean)
 
 
 def flower_privacy_spent(strategy) -> tuple[str, Any, Any] | None:
     """(wrapper name, Flower's ``PrivacySpent``, its accountant) when a DP wrapper in the chain runs Flower's own
     accountant."""
-    for layer in _chain(strategy):  # the fixed-clipping wrappers (the tap refuses the others) hold an optional accountant
-        if (isinstance(layer, DifferentialPrivacyServerSideFixedClipping | DifferentialPrivacyClientSideFixedClipping)
-                and layer.accountant is not None):
+    for layer in _chain(strategy):  # only the fixed-clipping wrappers hold an (optional) accountant in flwr 1.42
+        if isinstance(layer, FIXED_WRAPPERS) and layer.accountant is not None:
             return type(layer).__name__, layer.privacy_spent(), layer.accountant
     return None
 
@@ -290,6 +312,10 @@ class AuditTap(Strategy):
         self.recorder = recorder
         self.record_client_updates = bool(record_client_updates)
         self.dp = flower_dp_settings(strategy)
+        wrappers = _dp_wrappers(strategy)
+        #: the adaptive wrapper itself, whose clip norm moves every round (read before and after its aggregation)
+        self._adaptive = wrappers[0] if wrappers and isinstance(wrappers[0], ADAPTIVE_WRAPPERS) else None
+        self._clip: float | None = None
         self._global: ArrayRecord | None = None
         self._sent: ArrayRecord | None = None
         self._sampled = 0
@@ -303,6 +329,7 @@ class AuditTap(Strategy):
         if self._global is None:
             self._global = arrays
         self._sent = arrays  # what the clients train from: their updates are measured against it
+        self._clip = None if self._adaptive is None else float(self._adaptive.clipping_norm)  # C_t, before Flower moves it
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
         self._sampled = len(messages)
         self._population = len(list(grid.get_node_ids()))
@@ -326,14 +353,28 @@ class AuditTap(Strategy):
                     raise InvalidParameterError("record_client_updates needs one ArrayRecord per reply")
                 releases[partition] = {k: v.clone() for k, v in _state_of(arrays[0]).items()}
         weights = _weights(ok, _weighting_key(self.strategy))
-        client_clipped = self.dp is not None and self.dp.wrapper == "DifferentialPrivacyClientSideFixedClipping"
+        clip = None  # an adaptive wrapper's C_t, as configure_train saw it (the clip norm the clients were sent)
+        if self._adaptive is not None:
+            clip = self._clip if self._clip is not None else float(self._adaptive.clipping_norm)
+        client_clipped = self.dp is not None and self.dp.wrapper in ("DifferentialPrivacyClientSideFixedClipping",
+                                                                     "DifferentialPrivacyClientSideAdaptiveClipping")
         largest = largest_update_norm(ok, self._sent) if client_clipped and ok and self._sent is not None else None
         aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
         released = aggregated is not None
         if released:
             self._global = aggregated
         events: list = []
-        if released and self.dp is not None:
+        round_metrics = self._metrics(metrics)
+        if self._adaptive is not None and clip is not None:
+            next_clip = float(self._adaptive.clipping_norm)
+            # Flower's adaptive wrappers draw the noisy count whenever no reply is an error (validate_replies)
+            counted = (bool(replies) and len(ok) == len(replies)) or next_clip != clip
+            events = adaptive_round_events(self.dp, AdaptiveRound(
+                int(server_round), sampled=self._sampled, population=self._population, replied=len(ok), weights=weights,
+                clip=clip, next_clip=next_clip, count_released=counted, mean_released=released, largest_norm=largest))
+            round_metrics[CLIP_METRIC] = clip
+            released = released or bool(events)  # a round that released only its count still used the clients' bits
+        elif released and self.dp is not None:
             event = dp_round_event(self.dp, int(server_round), sampled=self._sampled, population=self._population,
                                    replied=len(ok), weights=weights, largest_norm=largest)
             events = [] if event is None else [event]
@@ -341,8 +382,8 @@ class AuditTap(Strategy):
             events = [NoDP(sorted(partitions), "Flower strategy without a DP wrapper: the update entered the global model "
                                                "without calibrated noise")]
         self._pending = {"round": int(server_round), "global": _state_of(self._global), "releases": releases or None,
-                         "events": events, "sampled": sorted(partitions) if released else [],  # no update entered
-                         "metrics": self._metrics(metrics)}
+                         "events": events, "sampled": sorted(partitions) if released else [],  # nothing entered a release
+                         "metrics": round_metrics}
         return aggregated, metrics
 
     def configure_evaluate(self, server_round, arrays, config, grid):

@@ -51,7 +51,7 @@ from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.fedavg import FedAvg
 from privaudit.fl.engine.algorithm import ClientContext, ClientResult
 from privaudit.fl.engine.capabilities import LocalStepForm
-from privaudit.fl.engine.local_solver import ClientSolver
+from privaudit.fl.engine.local_solver import ClientSolver, LocalOutcome
 from privaudit.fl.engine.local_training import LocalObjective
 from privaudit.fl.engine.params import State
 from privaudit.fl.engine.seeding import seeded_torch_global
@@ -151,9 +151,7 @@ class FedRegSolver(ClientSolver):
         return torch.cat(xs), torch.cat(ys), torch.cat(xp)
 
     def train_client(self, trainer: ClientTrainer, global_state: State, task: LocalTask, training_round: int) -> LocalOutcome:
-        from privaudit.fl.engine.local_solver import LocalOutcome
-
-        cfg = self.config
+        """One client's round (eq. 10–12): pseudo and perturbed data from θ^{(t−1)}, then the regularised local steps."""
         model, names = trainer.model, list(trainer.names)
         fixed = {k: v.clone() for k, v in global_state.items() if k not in names}
 
@@ -164,78 +162,99 @@ class FedRegSolver(ClientSolver):
         y = torch.from_numpy(task.data.y_train)
         theta0 = {n: global_state[n].detach().clone() for n in names}
         schedule = trainer.schedule(task, training_round)
-        lr, momentum = trainer.local.lr, trainer.local.momentum
-        uniform_label = 1.0 / trainer.num_classes
+        local = _LocalRound(self.config, forward, names, theta0, trainer.num_classes)
 
         def run():
             x_s, y_s, x_p = self.pseudo_data(forward, theta0, x, y, trainer.num_classes)
-            theta = [theta0[n].clone() for n in names]
-            buffers = [torch.zeros_like(t) for t in theta] if momentum > 0 else None
-            losses, w_s, w_p, projections = [], [], [], []
-            for step in range(schedule.steps):
-                rows = torch.from_numpy(schedule.indices[step, : int(schedule.sizes[step])])
-                current = dict(zip(names, theta, strict=True))
-                gamma_point = interpolate(current, theta0, cfg.gamma)
-                leaves = [gamma_point[n].detach().requires_grad_() for n in names]
-                at_gamma = dict(zip(names, leaves, strict=True))
-                loss = F.cross_entropy(forward(at_gamma, x[rows]), y[rows])
-                grads = list(torch.autograd.grad(loss, leaves))
-                losses.append(float(loss.detach()))
-                if cfg.modified_gradient:
-                    pseudo = x_s[rows]
-                    uniform = torch.full((len(rows), trainer.num_classes), uniform_label, dtype=pseudo.dtype)
-                    g_u = torch.autograd.grad(soft_cross_entropy(forward(at_gamma, pseudo), uniform), leaves)
-                    data_grad = dict(zip(names, grads, strict=True))
-                    pseudo_grad = dict(zip(names, g_u, strict=True))
-                    norm = sum(float((g * g).sum()) for g in g_u)
-                    projections.append(sum(float((a * b).sum()) for a, b in zip(grads, g_u, strict=True)) / (norm + cfg.eps))
-                    moved = modified_gradient(data_grad, pseudo_grad, cfg.eps)
-                    grads = [moved[n] for n in names]
-                with torch.no_grad():
-                    if buffers is not None:
-                        torch._foreach_mul_(buffers, momentum)
-                        torch._foreach_add_(buffers, grads)
-                        torch._foreach_add_(theta, buffers, alpha=-lr)
-                    else:
-                        torch._foreach_add_(theta, grads, alpha=-lr)
-                if cfg.regularise:
-                    current = dict(zip(names, theta, strict=True))
-                    beta_point = interpolate(current, theta0, 0.5)
-                    beta_leaves = [beta_point[n].detach().requires_grad_() for n in names]
-                    at_beta = dict(zip(names, beta_leaves, strict=True))
-                    g_s = torch.autograd.grad(soft_cross_entropy(forward(at_beta, x_s[rows]), y_s[rows]), beta_leaves)
-                    g_p = torch.autograd.grad(F.cross_entropy(forward(at_beta, x_p[rows]), y[rows]), beta_leaves)
-                    with torch.no_grad():
-                        updated, weights = regulariser_step(
-                            current, theta0, [dict(zip(names, g_s, strict=True)), dict(zip(names, g_p, strict=True))], cfg.eps
-                        )
-                    theta = [updated[n] for n in names]
-                    w_s.append(float(weights[0]))
-                    w_p.append(float(weights[1]))
-            return theta, losses, w_s, w_p, projections, x_s
+            return local.steps(schedule, (x, y, x_s, y_s, x_p), trainer.local.lr, trainer.local.momentum), x_s
 
-        theta, losses, w_s, w_p, projections, x_s = seeded_torch_global(
-            trainer.seeds.integer("dropout", training_round, task.client_id), run
-        )
+        (theta, trace), x_s = seeded_torch_global(trainer.seeds.integer("dropout", training_round, task.client_id), run)
         state = {k: v.clone() for k, v in global_state.items()}
         for n, t in zip(names, theta, strict=True):
             state[n] = t.detach().clone()
-        info: dict[str, Any] = {
-            "fedreg_w_s_mean": float(np.mean(w_s)) if w_s else 0.0,
-            "fedreg_w_p_mean": float(np.mean(w_p)) if w_p else 0.0,
-            "fedreg_w_s_zero_fraction": float(np.mean([w == 0.0 for w in w_s])) if w_s else 1.0,
-            "fedreg_pseudo_distance": float((x_s - x).flatten(1).norm(dim=1).mean()) if len(y) else 0.0,
-        }
-        if projections:
-            info["fedreg_mg_v_mean"] = float(np.mean(projections))
-        return LocalOutcome(
-            task.client_id,
-            state,
-            steps=schedule.steps,
-            epochs=task.epochs,
-            mean_loss=float(np.mean(losses)) if losses else float("nan"),
-            info=info,
-        )
+        return LocalOutcome(task.client_id, state, steps=schedule.steps, epochs=task.epochs,
+                            mean_loss=float(np.mean(trace["losses"])) if trace["losses"] else float("nan"),
+                            info=_round_info(trace, x_s, x, len(y)))
+
+
+def _round_info(trace: dict[str, list[float]], x_s: torch.Tensor, x: torch.Tensor, examples: int) -> dict[str, Any]:
+    """What a FedReg round reports: the mean regulariser weights w_s, w_p (eq. 10), how often w_s was 0, the pseudo
+    data's distance from the data, and (FedReg+MG) the mean projection coefficient v of eq. 12."""
+    w_s, w_p = trace["w_s"], trace["w_p"]
+    info: dict[str, Any] = {
+        "fedreg_w_s_mean": float(np.mean(w_s)) if w_s else 0.0,
+        "fedreg_w_p_mean": float(np.mean(w_p)) if w_p else 0.0,
+        "fedreg_w_s_zero_fraction": float(np.mean([w == 0.0 for w in w_s])) if w_s else 1.0,
+        "fedreg_pseudo_distance": float((x_s - x).flatten(1).norm(dim=1).mean()) if examples else 0.0,
+    }
+    if trace["projections"]:
+        info["fedreg_mg_v_mean"] = float(np.mean(trace["projections"]))
+    return info
+
+
+class _LocalRound:
+    """The local steps of one FedReg client round (eq. 11, with MG's eq. 12 and the regulariser of eq. 10)."""
+
+    def __init__(self, config: FedRegConfig, forward, names: list[str], theta0: State, num_classes: int) -> None:
+        self.config, self.forward, self.names, self.theta0 = config, forward, names, theta0
+        self.num_classes = num_classes
+
+    def steps(self, schedule, data, lr: float, momentum: float) -> tuple[list[torch.Tensor], dict[str, list[float]]]:
+        """θ after the schedule's steps, and the trace (losses, w_s, w_p, MG projections)."""
+        x, y, x_s, y_s, x_p = data
+        theta = [self.theta0[n].clone() for n in self.names]
+        buffers = [torch.zeros_like(t) for t in theta] if momentum > 0 else None
+        trace: dict[str, list[float]] = {"losses": [], "w_s": [], "w_p": [], "projections": []}
+        for step in range(schedule.steps):
+            rows = torch.from_numpy(schedule.indices[step, : int(schedule.sizes[step])])
+            grads = self.data_gradient(theta, x[rows], y[rows], x_s[rows], trace)
+            with torch.no_grad():
+                if buffers is not None:
+                    torch._foreach_mul_(buffers, momentum)
+                    torch._foreach_add_(buffers, grads)
+                    torch._foreach_add_(theta, buffers, alpha=-lr)
+                else:
+                    torch._foreach_add_(theta, grads, alpha=-lr)
+            if self.config.regularise:
+                theta = self.regularise(theta, (x_s[rows], y_s[rows]), (x_p[rows], y[rows]), trace)
+        return theta, trace
+
+    def data_gradient(self, theta: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, pseudo: torch.Tensor,
+                      trace: dict[str, list[float]]) -> list[torch.Tensor]:
+        """g_γ(B) at θ_γ = γθ + (1−γ)θ^{(t−1)} (eq. 11); with MG, g_γ(B) − v·g_γ(B^{s'}) (eq. 12)."""
+        cfg, names = self.config, self.names
+        gamma_point = interpolate(dict(zip(names, theta, strict=True)), self.theta0, cfg.gamma)
+        leaves = [gamma_point[n].detach().requires_grad_() for n in names]
+        at_gamma = dict(zip(names, leaves, strict=True))
+        loss = F.cross_entropy(self.forward(at_gamma, x), y)
+        grads = list(torch.autograd.grad(loss, leaves))
+        trace["losses"].append(float(loss.detach()))
+        if not cfg.modified_gradient:
+            return grads
+        uniform = torch.full((len(y), self.num_classes), 1.0 / self.num_classes, dtype=pseudo.dtype)
+        g_u = torch.autograd.grad(soft_cross_entropy(self.forward(at_gamma, pseudo), uniform), leaves)
+        norm = sum(float((g * g).sum()) for g in g_u)
+        trace["projections"].append(sum(float((a * b).sum()) for a, b in zip(grads, g_u, strict=True)) / (norm + cfg.eps))
+        moved = modified_gradient(dict(zip(names, grads, strict=True)), dict(zip(names, g_u, strict=True)), cfg.eps)
+        return [moved[n] for n in names]
+
+    def regularise(self, theta: list[torch.Tensor], pseudo: tuple[torch.Tensor, torch.Tensor],
+                   perturbed: tuple[torch.Tensor, torch.Tensor], trace: dict[str, list[float]]) -> list[torch.Tensor]:
+        """The steps along g_β(D^s) and g_β(D^p) at θ_β = ½(θ + θ^{(t−1)}) with weights w_s, w_p (eq. 10–11)."""
+        names = self.names
+        current = dict(zip(names, theta, strict=True))
+        beta_point = interpolate(current, self.theta0, 0.5)
+        beta_leaves = [beta_point[n].detach().requires_grad_() for n in names]
+        at_beta = dict(zip(names, beta_leaves, strict=True))
+        g_s = torch.autograd.grad(soft_cross_entropy(self.forward(at_beta, pseudo[0]), pseudo[1]), beta_leaves)
+        g_p = torch.autograd.grad(F.cross_entropy(self.forward(at_beta, perturbed[0]), perturbed[1]), beta_leaves)
+        with torch.no_grad():
+            updated, weights = regulariser_step(
+                current, self.theta0, [dict(zip(names, g_s, strict=True)), dict(zip(names, g_p, strict=True))], self.config.eps
+            )
+        trace["w_s"].append(float(weights[0]))
+        trace["w_p"].append(float(weights[1]))
+        return [updated[n] for n in names]
 
 
 NO_GUARANTEE = "no DP guarantee"

@@ -1,8 +1,8 @@
 """Evidence for FedReg (Xu et al., ICLR 2022): convergence (the paper's R_a, Table 1) and accuracy vs DP-SGD (Table 4).
 
-Run ``python -m privaudit.papers.fedreg.evidence`` (seeded, CPU, one torch thread). It trains, writes the result file
+Run ``python benchmarks/evidence_fedreg.py`` (seeded, CPU, one torch thread). It trains, writes the result file
 ``reports/evidence/fedreg.json`` (kind ``fedreg-evidence``: the settings, every run's configuration, accuracy curve,
-ε and wall time, and the derived tables) and renders from it, with :mod:`privaudit.report.evidence.fedreg`,
+ε and wall time, and the derived tables) and renders from it, with :func:`privaudit.papers.fedreg.pages.page`,
 
 * ``reports/fedreg.md`` — the scale of the runs, the R_a table per partition, final accuracies with ε, the
   Table 4 analogue and the audit notes;
@@ -10,7 +10,7 @@ Run ``python -m privaudit.papers.fedreg.evidence`` (seeded, CPU, one torch threa
 * ``reports/fedreg-accuracy.png`` — final accuracy of FedAvg+DP-SGD against ε, with FedAvg, FedReg, FedReg+MG.
 
 The result file declares its two inputs, which the page joins and which must exist: the inversion evidence
-(``reports/evidence/inversion.json``, ``python -m privaudit.papers.fedreg.inversion_evidence``) and the claims
+(``reports/evidence/inversion.json``, ``python benchmarks/evidence_inversion.py``) and the claims
 audit (``reports/claims-audit/results.json``, ``make claims``). ``privaudit report reports/evidence/fedreg.json
 --out reports/fedreg.md`` re-renders the page without training (e.g. after either input changed).
 
@@ -21,30 +21,36 @@ a × SGD's final accuracy, for a ∈ {0.5, 0.9, 1.0} ("—": never within the ro
 batch/|D_i|; ε at δ = 1e-5 from the run's ledger by the RDP accountant, max over clients), FedReg and
 FedReg+MG (no DP guarantee: ε = ∞) on one federation.
 
-:func:`~privaudit.report.evidence.fedreg.table4` joins (b) with the PSNR per defence measured by the inversion
+:func:`~privaudit.papers.fedreg.table4.table4` joins (b) with the PSNR per defence measured by the inversion
 experiments (the paper's Table 4 compares accuracy at "similar PSNR", not at matched ε).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privaudit.data import load_dataset
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.round_loop import RoundObserver, run_federation
+from privaudit.fl.privacy.registry import privatize
+from privaudit.papers.fedreg.table4 import DP_METHOD
 from privaudit.progress import progress_bar
-from privaudit.report.evidence.fedreg import DP_METHOD, table4
+from privaudit.report.evidence import write_page
+from privaudit.report.results import make_result, write_result
 
-__all__ = ["DP_METHOD", "EvidenceConfig", "derive_tables", "r_a", "run_evidence", "table4", "write_evidence"]
+__all__ = ["EvidenceConfig", "derive_tables", "r_a", "run_evidence", "write_evidence"]
 
 RA_LEVELS = (0.5, 0.9, 1.0)
-COMMAND = "python -m privaudit.papers.fedreg.evidence"
+#: The command that runs this module's experiment (recorded in the result file with its arguments).
+COMMAND = "python benchmarks/evidence_fedreg.py"
 
 
 @dataclass(frozen=True)
@@ -94,9 +100,6 @@ def r_a(curve: Sequence[float | None], reference: float, a: float) -> int | None
 
 # -- runs ----------------------------------------------------------------------------------------------
 def _build(method: str, cfg: EvidenceConfig, mu: float, gamma: float, sigma: float | None):
-    from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.privacy.registry import privatize
-
     if method == "sgd":
         return make_algorithm("sgd")
     if method == "fedavg":
@@ -129,9 +132,6 @@ def run_evidence(cfg: EvidenceConfig, *, progress: bool = True) -> dict[str, Any
     """Run every training of (a) and (b); returns the runs and the derived tables (nothing written)."""
     import torch
 
-    from privaudit.data import load_dataset
-    from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 
     torch.set_num_threads(cfg.threads)
     plan: list[tuple[int, str, float | None]] = []
@@ -234,14 +234,11 @@ def write_evidence(evidence: Mapping[str, Any], cfg: EvidenceConfig, *, inversio
     """Write ``<out_dir>/evidence/fedreg.json`` declaring its two inputs, then render ``<out_dir>/fedreg.md`` from it.
 
     ``inversion`` (default ``<out_dir>/evidence/inversion.json``, written by
-    ``python -m privaudit.papers.fedreg.inversion_evidence``) and ``claims_audit`` (default
+    ``python benchmarks/evidence_inversion.py``) and ``claims_audit`` (default
     ``<out_dir>/claims-audit/results.json``, written by ``make claims``) are declared relative to the result file;
     rendering fails with one error naming the file if either is missing. ``origin`` marks a result file made from
     an earlier run's committed output (recorded in its provenance and shown on the page).
     """
-    from privaudit.report.evidence import write_page
-    from privaudit.report.results import make_result, write_result
-
     out = Path(cfg.out_dir)
     result_path = out / "evidence" / "fedreg.json"
     declared = {"inversion": Path(inversion) if inversion is not None else out / "evidence" / "inversion.json",
@@ -252,31 +249,3 @@ def write_evidence(evidence: Mapping[str, Any], cfg: EvidenceConfig, *, inversio
                          extra={"origin": origin} if origin else None)
     write_result(result_path, result)
     return write_page(result_path, out / "fedreg.md").markdown
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train → write ``reports/evidence/fedreg.json`` → render ``reports/fedreg.md`` and its figures from it."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=EvidenceConfig.rounds)
-    parser.add_argument("--local-epochs", type=int, default=EvidenceConfig.local_epochs)
-    parser.add_argument("--num-clients", type=int, default=EvidenceConfig.num_clients)
-    parser.add_argument("--seed", type=int, default=EvidenceConfig.seed)
-    parser.add_argument("--out-dir", default=EvidenceConfig.out_dir)
-    parser.add_argument("--threads", type=int, default=EvidenceConfig.threads)
-    parser.add_argument("--inversion", type=Path, default=None,
-                        help="the inversion evidence result joined for Table 4 (default OUT_DIR/evidence/inversion.json)")
-    parser.add_argument("--claims-audit", type=Path, default=None,
-                        help="the claims audit's merged results.json (default OUT_DIR/claims-audit/results.json)")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    cfg = EvidenceConfig(rounds=args.rounds, local_epochs=args.local_epochs, num_clients=args.num_clients, seed=args.seed,
-                         out_dir=args.out_dir, threads=args.threads)
-    evidence = run_evidence(cfg, progress=not args.quiet)
-    command = " ".join([COMMAND, *(sys.argv[1:] if argv is None else argv)])
-    page = write_evidence(evidence, cfg, inversion=args.inversion, claims_audit=args.claims_audit, command=command)
-    print(f"wrote {Path(cfg.out_dir) / 'evidence' / 'fedreg.json'} and {page} in {evidence['seconds']:.0f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

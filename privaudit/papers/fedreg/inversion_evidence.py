@@ -1,6 +1,6 @@
 """Evidence for the FedReg privacy audit points R1, R2, R4, R5 (listed in the README): inversion vs ε.
 
-``python -m privaudit.papers.fedreg.inversion_evidence [--images 4] [--adaptive-images 2] [--iterations 300] [--seed 0]``
+:func:`run` (``python benchmarks/evidence_inversion.py [--images 4] [--adaptive-images 2] [--iterations 300] [--seed 0]``)
 attacks one-example client updates (FedReg App. B.4: the attacked update is the parameter change after
 **one local step on one data point**, so FedAvg, FedProx and FedSGD coincide up to the step size) under
 
@@ -41,11 +41,11 @@ Draws ``reports/inversion-<dataset>.png`` (all defences, first rows analytic the
 ``reports/inversion-<dataset>-adaptive.png`` (FedReg and FedReg + MG, naive vs adaptive), writes the result file
 ``reports/evidence/inversion.json`` (kind ``inversion-evidence``: the settings and one record per defence × attack ×
 dataset; the grids declared as its inputs) and renders ``reports/inversion.md`` from it
-(:mod:`privaudit.report.evidence.inversion`); ``privaudit report reports/evidence/inversion.json --out
+(:func:`privaudit.papers.fedreg.pages.inversion_page`); ``privaudit report reports/evidence/inversion.json --out
 reports/inversion.md`` re-renders the page without re-running the attacks. The result file records the command line
 that ran (provenance and settings), which the page's header shows.
 
-``--adaptive-only`` re-runs only the :data:`STRONG_ADAPTIVE` cells (minutes instead of the full run's half hour),
+``adaptive_only`` (``--adaptive-only``) re-runs only the :data:`STRONG_ADAPTIVE` cells (minutes instead of the full run's half hour),
 replaces their rows in the existing ``<out-dir>/evidence/inversion.json`` (every other row is kept), adds the grids
 ``inversion-<dataset>-<variant>.png``, records the re-run's command, time and settings under
 ``settings["adaptive_reruns"]`` and re-renders the page; a missing or unwritable result file is refused before any work.
@@ -53,18 +53,22 @@ replaces their rows in the existing ``<out-dir>/evidence/inversion.json`` (every
 
 from __future__ import annotations
 
-import argparse
 import math
 import platform
-import shlex
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attacks.inversion.convergence import FLAGGED
+from attacks.inversion.experiment import InversionExperiment, defence_epsilon, parse_defence, run_inversion
+from attacks.inversion.figures import save_image_grid
+from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.update_anatomy import update_anatomy
 from privaudit.progress import progress_bar
+from privaudit.report.evidence import write_page
+from privaudit.report.results import make_result, read_result, write_result
 
 DELTA = 1e-5
 SIGMAS = (1e-3, 1e-2, 1e-1, 1.0)
@@ -114,6 +118,21 @@ VARIANT_NAMES = {"analytic-start": "adaptive, analytic start", "continuation": "
 #: FC-first MLP, analytic start: signed-Adam lr 1e-2 / 1e-3 / 1e-4 gave 21.4 / 36.2 / 44.0 dB on the second digits image
 #: (the first: 111 / 97 / 113 dB); lr 1e-3 with the best iterate kept was taken.
 NO_DP = "no DP guarantee"
+#: The command that runs this module's experiment (recorded in the result file with its arguments).
+COMMAND = "python benchmarks/evidence_inversion.py"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How much of the evidence runs: images per dataset (every defence × attack), images for the adaptive attacks on
+    FedReg and FedReg+MG, IG / adaptive-MG iterations, the seed, torch's intra-op threads and the datasets."""
+
+    images: int = 4
+    adaptive_images: int = 2
+    iterations: int = 300
+    seed: int = 0
+    threads: int = 1
+    datasets: tuple[str, ...] = tuple(DATASETS)
 
 
 @dataclass(frozen=True)
@@ -161,8 +180,6 @@ class Outcome:
                        None if self.reconstructions is None else self.reconstructions[:k], self.status[:k])
 
     def record(self, iterations: int) -> dict[str, Any]:
-        from attacks.inversion.convergence import FLAGGED  # attacks.inversion loads torch and every attack
-
         c = self.cell
         return {
             "defence": c.defence.label, "sigma": c.defence.sigma, "epsilon": self.epsilon, "attack": c.attack_label,
@@ -177,8 +194,6 @@ class Outcome:
 
 def _mean(values: Sequence[float], status: Sequence[str] = ()) -> float | None:
     """Mean over the images whose attack is not flagged (∞ when one of them was recovered exactly)."""
-    from attacks.inversion.convergence import FLAGGED  # attacks.inversion loads torch and every attack
-
     values = [v for i, v in enumerate(values) if i >= len(status) or status[i] not in FLAGGED]
     finite = [v for v in values if math.isfinite(v)]
     if not values:
@@ -243,12 +258,6 @@ def attack_options(cell: Cell) -> dict[str, Any]:
 
 
 def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # type: ignore[no-untyped-def]
-    from attacks.inversion.experiment import (
-        InversionExperiment,
-        defence_epsilon,
-        parse_defence,
-        run_inversion,
-    )
 
     options = {} if cell.attack == "analytic" else {"iterations": iterations}
     options.update(attack_options(cell))
@@ -270,7 +279,6 @@ def run_cell(cell: Cell, iterations: int, seed: int, progress) -> Outcome:  # ty
 def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
     import torch
 
-    from attacks.inversion.figures import save_image_grid
 
     written = []
     for ds in dict.fromkeys(o.cell.dataset for o in outcomes):
@@ -314,8 +322,6 @@ def _grids(outcomes: list[Outcome], out_dir: Path) -> list[str]:
 def anatomy(datasets: Sequence[str], images: int, seed: int) -> list[dict[str, Any]]:
     """:func:`privaudit.papers.fedreg.update_anatomy.update_anatomy` of plain FedReg and FedReg+MG on the attacked
     examples of each dataset (the IG model, the evidence's settings)."""
-    from privaudit.papers.fedreg.update_anatomy import update_anatomy
-
     out = []
     for ds in datasets:
         for d in (d for d in defences() if d.spec.startswith("fedreg")):
@@ -324,29 +330,28 @@ def anatomy(datasets: Sequence[str], images: int, seed: int) -> list[dict[str, A
     return out
 
 
-def write_evidence(outcomes: list[Outcome], args: argparse.Namespace, seconds: float, out_dir: Path,
+def write_evidence(outcomes: list[Outcome], scale: RunSettings, seconds: float, out_dir: Path,
                    command: str, checks: list[dict[str, Any]] | None = None) -> Path:
     """Draw the reconstruction grids, write ``<out_dir>/evidence/inversion.json`` (records + settings, the grids
     declared as inputs, ``command`` — the command line that ran — as provenance), then render
     ``<out_dir>/inversion.md`` from it."""
     import torch
 
-    from privaudit.report.evidence import write_page
-    from privaudit.report.results import make_result, write_result
 
     grids = _grids(outcomes, out_dir)
     settings = {
-        "images": args.images, "adaptive_images": args.adaptive_images, "iterations": args.iterations, "seed": args.seed,
-        "threads": args.threads, "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)), "dataset_names": DATASETS,
+        "images": scale.images, "adaptive_images": scale.adaptive_images, "iterations": scale.iterations,
+        "seed": scale.seed, "threads": scale.threads, "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)),
+        "dataset_names": DATASETS,
         "local": LOCAL, "fedreg": FEDREG, "clip": CLIP, "delta": DELTA, "analytic_model": ANALYTIC_MODEL, "ig_model": IG_MODEL,
         "adaptive_options": ADAPTIVE_OPTIONS, "adaptive_fc_options": ADAPTIVE_FC_OPTIONS, "adaptive_fc_datasets": list(ADAPTIVE_FC_DATASETS),
         "strong_adaptive": strong_settings(),
         "machine": platform.machine(), "torch": torch.__version__, "command": command,
     }
-    data = {"settings": settings, "seconds": seconds, "records": [o.record(args.iterations) for o in outcomes],
+    data = {"settings": settings, "seconds": seconds, "records": [o.record(scale.iterations) for o in outcomes],
             "update_anatomy": checks or []}
     result = make_result("inversion-evidence", "Gradient inversion vs ε: FedAvg, DP-SGD, FedReg, FedReg+MG", data,
-                         {"datasets": settings["datasets"], "threads": args.threads}, command=command, seed=args.seed,
+                         {"datasets": settings["datasets"], "threads": scale.threads}, command=command, seed=scale.seed,
                          inputs={Path(name).stem: f"../{name}" for name in grids})
     path = write_result(out_dir / "evidence" / "inversion.json", result)
     return write_page(path, out_dir / "inversion.md").markdown
@@ -362,7 +367,7 @@ def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return record["dataset"], record["defence"], record["attack"], record.get("model")
 
 
-def merge_adaptive(outcomes: list[Outcome], args: argparse.Namespace, seconds: float, out_dir: Path, command: str) -> Path:
+def merge_adaptive(outcomes: list[Outcome], scale: RunSettings, seconds: float, out_dir: Path, command: str) -> Path:
     """Put the re-run :data:`STRONG_ADAPTIVE` records into the committed ``<out_dir>/evidence/inversion.json`` (records
     with the same dataset, defence, attack and model are replaced, all others kept), draw their grids, note the re-run
     (command, time, settings) under ``settings["adaptive_reruns"]`` and re-render ``<out_dir>/inversion.md``."""
@@ -370,18 +375,16 @@ def merge_adaptive(outcomes: list[Outcome], args: argparse.Namespace, seconds: f
 
     import torch
 
-    from privaudit.report.evidence import write_page
-    from privaudit.report.results import read_result, write_result
 
     path = out_dir / "evidence" / "inversion.json"
     result = read_result(path)
-    fresh = [o.record(args.iterations) for o in outcomes]
+    fresh = [o.record(scale.iterations) for o in outcomes]
     replaced = {_record_key(r) for r in fresh}
     data = result.data
     data["records"] = [r for r in data["records"] if _record_key(r) not in replaced] + fresh
     ran = {o.cell.variant for o in outcomes}
-    rerun = {"command": command, "seconds": seconds, "iterations": args.iterations, "images": args.images,
-             "adaptive_images": args.adaptive_images, "seed": args.seed, "threads": args.threads,
+    rerun = {"command": command, "seconds": seconds, "iterations": scale.iterations, "images": scale.images,
+             "adaptive_images": scale.adaptive_images, "seed": scale.seed, "threads": scale.threads,
              "datasets": list(dict.fromkeys(o.cell.dataset for o in outcomes)),
              "strong_adaptive": {k: v for k, v in strong_settings().items() if k in ran},
              "torch": torch.__version__, "machine": platform.machine(),
@@ -397,12 +400,10 @@ def merge_adaptive(outcomes: list[Outcome], args: argparse.Namespace, seconds: f
     return write_page(path, out_dir / "inversion.md").markdown
 
 
-def _check_merge_target(out_dir: Path) -> str | None:
-    """Why ``--adaptive-only`` cannot merge into ``<out_dir>/evidence/inversion.json`` (None when it can)."""
+def check_merge_target(out_dir: Path) -> str | None:
+    """Why ``adaptive_only`` cannot merge into ``<out_dir>/evidence/inversion.json`` (None when it can)."""
     import os
 
-    from privaudit.errors import InvalidParameterError
-    from privaudit.report.results import read_result
 
     path = out_dir / "evidence" / "inversion.json"
     try:
@@ -416,62 +417,43 @@ def _check_merge_target(out_dir: Path) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m privaudit.papers.fedreg.inversion_evidence", description=__doc__.split("\n")[0])
-    parser.add_argument("--images", type=int, default=4, help="images per dataset (every defence × attack)")
-    parser.add_argument("--adaptive-images", type=int, default=2, help="images per dataset for naive vs adaptive on FedReg+MG")
-    parser.add_argument("--iterations", type=int, default=300, help="IG / adaptive-MG iterations")
-    parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--out-dir", type=Path, default=Path("reports"))
-    parser.add_argument("--quiet", action="store_true")
-    parser.add_argument("--adaptive-only", action="store_true",
-                        help="run only the adaptive attacks that try to invert plain FedReg (STRONG_ADAPTIVE) and merge "
-                             "their rows into the existing <out-dir>/evidence/inversion.json")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANT_NAMES), choices=list(VARIANT_NAMES),
-                        help="with --adaptive-only: which of those attacks to re-run (default: all)")
-    args = parser.parse_args(argv)
-    command = shlex.join(["python", "-m", "privaudit.papers.fedreg.inversion_evidence",
-                          *(sys.argv[1:] if argv is None else argv)])
-    if args.images < 1 or args.adaptive_images < 0 or args.iterations < 1 or args.threads < 1:
-        parser.error("--images, --iterations and --threads must be at least 1, --adaptive-images at least 0")
-
-    if args.adaptive_only:
-        if args.adaptive_images < 1:
-            parser.error("--adaptive-only needs --adaptive-images of at least 1")
-        problem = _check_merge_target(args.out_dir)
-        if problem:
-            parser.error(problem)
-
-    import torch
-
-    torch.set_num_threads(args.threads)
-    if args.adaptive_only:
-        cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images), adaptive_only=True,
-                     variants=[VARIANT_NAMES[v] for v in args.variants])
-    else:
-        cells = plan(args.datasets, args.images, min(args.adaptive_images, args.images))
-    start = time.perf_counter()
+def run_cells(cells: Sequence[Cell], iterations: int, seed: int, *, progress: bool = True) -> list[Outcome]:
+    """:func:`run_cell` for every cell in order, with one progress bar over all their images."""
     outcomes = []
     done = 0
-    with progress_bar("inversion evidence", sum(c.images for c in cells), enabled=not args.quiet) as bar:
+    with progress_bar("inversion evidence", sum(c.images for c in cells), enabled=progress) as bar:
         for cell in cells:
             bar.describe(f"{cell.dataset}: {cell.attack_label} vs {cell.defence.label}")
-            outcomes.append(run_cell(cell, args.iterations, args.seed, lambda k, done=done: bar.set(done + k)))
+            outcomes.append(run_cell(cell, iterations, seed, lambda k, done=done: bar.set(done + k)))
             done += cell.images
-    if args.adaptive_only:
-        page = merge_adaptive(outcomes, args, time.perf_counter() - start, args.out_dir, command)
-        print(f"merged {len(outcomes)} adaptive rows into {args.out_dir / 'evidence' / 'inversion.json'} and wrote {page} "
-              f"in {(time.perf_counter() - start) / 60:.1f} min")
-        return 0
-    checks = anatomy(args.datasets, min(args.adaptive_images, args.images), args.seed) if args.adaptive_images else []
+    return outcomes
+
+
+def run(settings: RunSettings, out_dir: Path, command: str, *, adaptive_only: bool = False,
+        variants: Sequence[str] = tuple(STRONG_ADAPTIVE), progress: bool = True) -> str:
+    """Run the evidence and write it under ``out_dir`` (``command``: the command line that ran, recorded); returns
+    what was written, in one line.
+
+    ``adaptive_only``: only the :data:`STRONG_ADAPTIVE` ``variants``, merged into the existing result file
+    (:func:`merge_adaptive`; check :func:`check_merge_target` first); otherwise every cell, the update anatomy and a
+    new result file (:func:`write_evidence`).
+    """
+    import torch
+
+    torch.set_num_threads(settings.threads)
+    adaptive_images = min(settings.adaptive_images, settings.images)
+    if adaptive_only:
+        cells = plan(settings.datasets, settings.images, adaptive_images, adaptive_only=True, variants=variants)
+    else:
+        cells = plan(settings.datasets, settings.images, adaptive_images)
+    start = time.perf_counter()
+    outcomes = run_cells(cells, settings.iterations, settings.seed, progress=progress)
+    if adaptive_only:
+        page = merge_adaptive(outcomes, settings, time.perf_counter() - start, out_dir, command)
+        return (f"merged {len(outcomes)} adaptive rows into {out_dir / 'evidence' / 'inversion.json'} and wrote {page} "
+                f"in {(time.perf_counter() - start) / 60:.1f} min")
+    checks = anatomy(settings.datasets, adaptive_images, settings.seed) if settings.adaptive_images else []
     seconds = time.perf_counter() - start
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    page = write_evidence(outcomes, args, seconds, args.out_dir, command, checks)
-    print(f"wrote {args.out_dir / 'evidence' / 'inversion.json'} and {page} in {seconds / 60:.1f} min")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = write_evidence(outcomes, settings, seconds, out_dir, command, checks)
+    return f"wrote {out_dir / 'evidence' / 'inversion.json'} and {page} in {seconds / 60:.1f} min"

@@ -6,7 +6,7 @@ and the local step) and §3.3 eq. (12) (modified gradient, MG); reference code Z
 FedUtils/fed/fedreg.py (``step_func``) and FedUtils/models/utils.py (``FSGM``).
 
 Every function here works on parameter dictionaries (name → tensor) and a ``forward(params, x) -> logits``
-callable, so :mod:`privaudit.papers.fedreg.algorithm` (training) and :mod:`attacks.inversion.fedreg_forward`
+callable, so :mod:`privaudit.papers.fedreg.algorithm` (training) and :mod:`privaudit.papers.fedreg.forward`
 (the attacker's differentiable simulation) run the same mathematics:
 
 * :func:`modified_gradient` — eq. (12);

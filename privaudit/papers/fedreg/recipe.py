@@ -38,10 +38,14 @@ from typing import Any
 
 import numpy as np
 
+from attacks.inversion.convergence import FLAGGED
+from privaudit.accounting import Composition, Gaussian, PureDP
 from privaudit.audit.claims import Claim
 from privaudit.audit.comparison import ComparisonRule, PairedComparison, decide_comparison, fact, paired_bound
-from privaudit.audit.plan import Analysis, AttackInfo, PendingPart, Reading, Role, TrialPlan
+from privaudit.audit.plan import Analysis, AttackInfo, Reading, Role, TrialPlan
+from privaudit.audit.recipes.accounting import epsilon_of, gaussian_composition_epsilon, gaussian_mu
 from privaudit.audit.verdict import AccountingEvidence
+from privaudit.papers.fedreg.trials import attackers, defence_ids, psnr_trial, release_is_deterministic
 
 #: The closed-form attack takes milliseconds per image: its reading attacks this many images per requested trial.
 ANALYTIC_TRIAL_FACTOR = 16
@@ -74,18 +78,12 @@ def _trial_spec(p: dict[str, Any], attack: str, images: int) -> dict[str, Any]:
 
 
 def _one_step_epsilon(sigma: float, delta: float) -> float:
-    from privaudit.audit.recipes.accounting import gaussian_composition_epsilon
-
     return gaussian_composition_epsilon(sigma, 1, delta)
 
 
 def psnr_table(results: Sequence[dict[str, Any]], spec: dict[str, Any]) -> dict[str, Any]:
     """Per defence × attacker: per-image PSNR, means, SSIM, label accuracy; per defence the effective PSNR (flagged
     attack runs left out) and the number of flagged runs."""
-    # torch: loaded with the trials, not with the claim list
-    from attacks.inversion.convergence import FLAGGED
-    from privaudit.papers.fedreg.trials import attackers, defence_ids
-
     baseline = np.array([float(r["baseline_psnr"]) for r in results])
     rows, effective, flagged = [], {}, {}
     for defence in defence_ids(spec):
@@ -133,8 +131,7 @@ def _psnr_table_block(table: dict[str, Any], effective: dict[str, np.ndarray], b
 
 
 def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
-    from privaudit.papers.fedreg.trials import psnr_trial
-
+    """The paper's comparison (FedReg+MG vs DP-SGD, 002 §5 / App. B.4) under one attack: paired inversion PSNR per image."""
     p = claim.params
     spec = _trial_spec(p, attack, images)
     delta = float(p["delta"])
@@ -145,7 +142,32 @@ def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
     fedreg = dict(p["fedreg"])
     title = ("inversion PSNR: Inverting Gradients (naive and adaptive) on a CNN" if attack == "ig"
              else "inversion PSNR: closed-form attack on an FC-first model")
+    if attack == "ig":
+        attack_info = AttackInfo(f"Inverting Gradients ({section['iterations']} iterations; naive: assumes FedAvg) and "
+                                 "adaptive-MG (simulates FedReg's step)", THREAT, "—", SCORE)
+    else:
+        attack_info = AttackInfo("analytic (first-layer recovery; exact for FedAvg)", THREAT, "—", SCORE)
+    return Reading(
+        reading_id=f"psnr-{attack}",
+        title=title,
+        role=Role.PAPER,
+        description=(f"{images} image(s) of {p['dataset']}, model {spec['model']}: FedAvg, DP-SGD at σ = "
+                     f"{', '.join(f'{s:g}' for s in spec['sigmas'])} (C = {spec['clip']:g}), FedReg and FedReg+MG (γ "
+                     f"{fedreg['gamma']:g}, η_s {fedreg['pseudo_step']:g}, {fedreg['fgsm_steps']} FGSM "
+                     f"steps) each release one local step (lr {dict(p['local'])['lr']:g}) on one image from the same weights; "
+                     "paired per image."),
+        claimed_epsilon=None,  # no ε is claimed (privaudit.audit.comparison)
+        claimed_delta=None,
+        analyse=_psnr_analysis(spec, attack, section, title, delta),
+        trials=TrialPlan(psnr_trial, spec, images, f"{attack} inversion, one image per trial"),
+        attack=attack_info,
+        claim_note=rule.statement,
+        decision=_psnr_decision(spec, attack, p, rule, margin),
+    )
 
+
+def _psnr_analysis(spec: dict[str, Any], attack: str, section: dict[str, Any], title: str, delta: float):
+    """The analysis of a PSNR reading: each defence's effective PSNR per image, paired differences, ε of each release."""
     def analyse(results: Sequence[dict[str, Any]]) -> Analysis:
         table = psnr_table(results, spec)
         eff, base = table["effective"], table["baseline"]
@@ -171,6 +193,11 @@ def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
         details["table"] = _psnr_table_block(table, eff, base, delta, f"{title} ({len(results)} image(s) of {spec['dataset']})")
         return Analysis((), None, None, details)
 
+    return analyse
+
+
+def _psnr_decision(spec: dict[str, Any], attack: str, p: dict[str, Any], rule: ComparisonRule, margin: float):
+    """The decision rule of a PSNR reading (privaudit.audit.comparison): supported / not supported / inconclusive."""
     def decision(analysis: Analysis, significance: float):
         d = analysis.details
         comparisons = [PairedComparison(f"σ = {s:g}", "FedReg+MG", f"DP-SGD σ = {s:g}",
@@ -206,28 +233,7 @@ def _psnr_reading(claim: Claim, attack: str, images: int) -> Reading:
         ]
         return decide_comparison(comparisons, rule, significance, invalid=invalid, support_needs=needs, context=context)
 
-    if attack == "ig":
-        attack_info = AttackInfo(f"Inverting Gradients ({section['iterations']} iterations; naive: assumes FedAvg) and "
-                                 "adaptive-MG (simulates FedReg's step)", THREAT, "—", SCORE)
-    else:
-        attack_info = AttackInfo("analytic (first-layer recovery; exact for FedAvg)", THREAT, "—", SCORE)
-    return Reading(
-        reading_id=f"psnr-{attack}",
-        title=title,
-        role=Role.PAPER,
-        description=(f"{images} image(s) of {p['dataset']}, model {spec['model']}: FedAvg, DP-SGD at σ = "
-                     f"{', '.join(f'{s:g}' for s in spec['sigmas'])} (C = {spec['clip']:g}), FedReg and FedReg+MG (γ "
-                     f"{fedreg['gamma']:g}, η_s {fedreg['pseudo_step']:g}, {fedreg['fgsm_steps']} FGSM "
-                     f"steps) each release one local step (lr {dict(p['local'])['lr']:g}) on one image from the same weights; "
-                     "paired per image."),
-        claimed_epsilon=None,  # no ε is claimed (privaudit.audit.comparison)
-        claimed_delta=None,
-        analyse=analyse,
-        trials=TrialPlan(psnr_trial, spec, images, f"{attack} inversion, one image per trial"),
-        attack=attack_info,
-        claim_note=rule.statement,
-        decision=decision,
-    )
+    return decision
 
 
 def _dpsgd_epsilon_reading(claim: Claim) -> Reading:
@@ -235,9 +241,6 @@ def _dpsgd_epsilon_reading(claim: Claim) -> Reading:
     delta = float(p["delta"])
 
     def analyse(_results) -> Analysis:
-        from privaudit.accounting import Composition, Gaussian
-        from privaudit.audit.recipes.accounting import epsilon_of, gaussian_mu
-
         evidence, rows = [], []
         for setting_id, text, sigma, steps in p["settings"]:
             paper = epsilon_of(Composition.of(Gaussian(sigma), steps), delta, "auto")
@@ -278,10 +281,6 @@ def _mg_fact_reading(claim: Claim) -> Reading:
     spec = _trial_spec(p, "ig", 0)
 
     def analyse(_results) -> Analysis:
-        from privaudit.accounting import Composition, PureDP
-        from privaudit.audit.recipes.accounting import epsilon_of
-        from privaudit.papers.fedreg.trials import release_is_deterministic
-
         check = release_is_deterministic(spec)
         result = epsilon_of(Composition.of(PureDP(math.inf), 1), delta, "auto")
         evidence = AccountingEvidence(label="FedReg+MG release (no noise)", accountant=f"{result.accountant} (by construction)",
@@ -311,7 +310,7 @@ def _e(x: float) -> str:
     return "∞" if math.isinf(x) else f"{x:.3g}"
 
 
-def mg_vs_dpsgd_psnr(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
+def mg_vs_dpsgd_psnr(claim: Claim, trials: int) -> Sequence[Reading]:
     """The readings of ``fedreg-mg-vs-dpsgd-psnr`` (module docstring): ``trials`` images for IG, 16× for the analytic attack."""
     images = max(1, int(trials))
     return [

@@ -11,7 +11,7 @@ noise, so each such round is also recorded as a release with no DP guarantee (ε
 
 from __future__ import annotations
 
-from privaudit.fl.algorithms.registry import AlgorithmSpec
+from privaudit.fl.algorithms.spec_types import AlgorithmSpec
 from privaudit.fl.engine.options import Option
 
 FEDREG_GAMMA = Option("fedreg_gamma", float, "FedReg γ of θ_γ = γθ + (1−γ)θ^{(t−1)} (eq. 11; default 0.5)")
@@ -27,6 +27,7 @@ FEDREG_OPTIONS = (FEDREG_GAMMA, FEDREG_ETA_S, FEDREG_ETA_P, FGSM_STEPS, FGSM_CLA
 def _fedreg_builder(modified_gradient: bool):
     def build(fedreg_gamma: float = 0.5, fedreg_eta_s: float = 0.1, fedreg_eta_p: float | None = None, fgsm_steps: int = 10,
               fgsm_clamp: str = "data-range"):
+        # torch: the algorithm's module is imported when it is built, never at the CLI's start-up (this module lists the flags)
         from privaudit.papers.fedreg.algorithm import FedReg, FedRegConfig
 
         return FedReg(FedRegConfig(gamma=fedreg_gamma, eta_s=fedreg_eta_s, eta_p=fedreg_eta_p, fgsm_steps=fgsm_steps,
@@ -36,12 +37,14 @@ def _fedreg_builder(modified_gradient: bool):
 
 
 def _fedcurv(fedcurv_lambda: float = 1e-4):
+    # torch: see build above
     from privaudit.fl.algorithms.fedcurv import FedCurv
 
     return FedCurv(lam=fedcurv_lambda)
 
 
 def _sgd():
+    # torch: see build above
     from privaudit.fl.algorithms.fedsgd import FedSGD
 
     return FedSGD()

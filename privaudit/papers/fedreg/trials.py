@@ -31,6 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from attacks.inversion import DataSpec, attack_and_score, build_attack, parse_defence, release_update
+from attacks.metrics import psnr
+from privaudit.data import load_dataset
+from privaudit.models import build_model
+
 #: The FedReg hyper-parameters an adaptive attacker takes from the protocol (they are public).
 FEDREG_PUBLIC = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize", "clamp_fgsm")
 
@@ -61,9 +66,6 @@ class Pool:
 
 @lru_cache(maxsize=4)
 def pool(dataset: str, data_seed: int) -> Pool:
-    from attacks.inversion import DataSpec
-    from privaudit.data import load_dataset
-
     data = load_dataset(dataset, seed=int(data_seed))
     x = np.concatenate([c.x_train for c in data.clients if c.num_train]).astype(np.float32)
     y = np.concatenate([c.y_train for c in data.clients if c.num_train]).astype(np.int64)
@@ -73,8 +75,6 @@ def pool(dataset: str, data_seed: int) -> Pool:
 
 
 def _defence(defence: str, spec: dict[str, Any]):
-    from attacks.inversion import parse_defence
-
     local = {"lr": float(spec["local"]["lr"]), "local_steps": int(spec["local"]["local_steps"]), "batch_size": None}
     if defence.startswith("dpsgd:"):
         return parse_defence(defence, {**local, "clip_norm": float(spec["clip"])})
@@ -84,8 +84,6 @@ def _defence(defence: str, spec: dict[str, Any]):
 
 
 def _attack(attacker: str, spec: dict[str, Any], release):
-    from attacks.inversion import build_attack
-
     if attacker == "analytic":
         return build_attack("analytic")
     options = dict(spec.get("attack_options", {}))
@@ -110,9 +108,6 @@ def psnr_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     """
     import torch
 
-    from attacks.inversion import attack_and_score, release_update
-    from attacks.metrics import psnr
-    from privaudit.models import build_model
 
     data = pool(str(spec["dataset"]), int(spec["data_seed"]))
     rng = np.random.default_rng(int(seed))
@@ -161,8 +156,6 @@ def release_is_deterministic(spec: dict[str, Any], seeds: tuple[int, int] = (1, 
     """
     import torch
 
-    from attacks.inversion import release_update
-    from privaudit.models import build_model
 
     data = pool(str(spec["dataset"]), int(spec["data_seed"]))
     with torch.random.fork_rng(devices=[]):

@@ -4,7 +4,7 @@ For each example the client's released update u (FedReg without MG, eq. 10–11,
 Huang, Jiang, ICLR 2022) is compared with
 
 * the adaptive attacker's simulation of the client on the *true* example and label
-  (:func:`attacks.inversion.adaptive_mg.fedreg_simulator`, differentiable form): 1 − cos ≈ 0 says the attacker's
+  (:func:`privaudit.papers.fedreg.attacks.fedreg_simulator`, differentiable form): 1 − cos ≈ 0 says the attacker's
   model of the client is exact, so an attack that stays far from the truth fails by optimisation, not by a wrong
   model;
 * the plain SGD step Δ = −η∇ℓ from the same weights (FedAvg's release): ‖u‖/‖Δ‖ and 1 − cos(u, Δ) say how much
@@ -29,6 +29,17 @@ from typing import Any
 
 import torch
 
+from attacks.inversion.base import make_generator
+from attacks.inversion.client_simulation import plain_simulator
+from attacks.inversion.experiment import InversionExperiment, attack_options_for, parse_defence, pick_examples
+from attacks.inversion.functional_model import FunctionalModel, one_hot
+from attacks.inversion.labels import infer_labels
+from attacks.inversion.objectives import cosine_distance
+from attacks.inversion.release import FedAvgRelease, release_update
+from attacks.metrics import score_reconstruction
+from privaudit.models import build_model
+from privaudit.papers.fedreg.attacks import AdaptiveMGConfig, fedreg_simulator
+
 
 def _flat_norm(update: dict[str, torch.Tensor]) -> float:
     return float(torch.sqrt(sum((v.double() ** 2).sum() for v in update.values())))
@@ -42,8 +53,6 @@ def _one_minus_cos(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> fl
 def _slopes(simulator: Any, model: Any, x: torch.Tensor, targets: torch.Tensor, target: dict[str, torch.Tensor],
             directions: int, generator: torch.Generator, step: float = 1e-2) -> tuple[float, list[float], list[float]]:
     """(L(x), autograd derivatives, central differences) of L = 1 − cos(simulate(x), target) along random unit directions."""
-    from attacks.inversion.objectives import cosine_distance
-
     def loss(v: torch.Tensor, create_graph: bool) -> torch.Tensor:
         return cosine_distance(simulator.simulate(model, v, targets, create_graph=create_graph), target)
 
@@ -71,24 +80,9 @@ def update_anatomy(
     ``landscape`` entries are ``{"noisy_psnr", "fedreg": {...}, "fedavg": {...}}`` with ``loss`` (per noisy point),
     ``loss_random_start``, ``autograd`` and ``difference`` (see the module docstring).
     """
-    from attacks.inversion.adaptive_mg import AdaptiveMGConfig, fedreg_simulator
-    from attacks.inversion.base import make_generator
-    from attacks.inversion.client_simulation import plain_simulator
-    from attacks.inversion.experiment import (
-        InversionExperiment,
-        _attack_options,
-        _pick_examples,
-        parse_defence,
-    )
-    from attacks.inversion.functional_model import FunctionalModel, one_hot
-    from attacks.inversion.labels import infer_labels
-    from attacks.inversion.release import FedAvgRelease, release_update
-    from attacks.metrics import score_reconstruction
-    from privaudit.models import build_model
-
     experiment = InversionExperiment(attack="adaptive-mg", defence=defence_spec, dataset=dataset, model=model,
                                      num_images=images, defence_options=dict(defence_options), seed=seed)
-    inputs, labels, spec = _pick_examples(experiment)
+    inputs, labels, spec = pick_examples(experiment)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         weights = {k: v.detach().clone() for k, v in build_model(model, spec.shape, spec.num_classes).state_dict().items()}
@@ -98,7 +92,7 @@ def update_anatomy(
 
     defence = parse_defence(defence_spec, defence_options)
     sgd = FedAvgRelease(lr=defence.lr, local_steps=defence.local_steps, batch_size=defence.batch_size)
-    config = AdaptiveMGConfig(**_attack_options(experiment, defence))
+    config = AdaptiveMGConfig(**attack_options_for(experiment, defence))
     out: dict[str, Any] = {"defence": defence_spec, "simulation_one_minus_cos": [], "norm_ratio_to_sgd": [],
                            "one_minus_cos_to_sgd": [], "idlg_correct_released": [], "idlg_correct_sgd": [],
                            "landscape": []}

@@ -65,10 +65,13 @@ from privaudit.fl.engine.config import FederationConfig
 from privaudit.fl.engine.local_solver import ClientSolver
 from privaudit.fl.engine.local_training import SGD, LocalObjective
 from privaudit.fl.engine.params import State
+from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig
 from privaudit.papers.pfa.budget_calibration import ClientCalibration, LocalStepRule
 from privaudit.papers.pfa.budget_participation import BudgetedSampler, BudgetGate
+from privaudit.papers.pfa.model_init import model_builder
 from privaudit.papers.pfa.planning import FederationPlan, plan_federation
 from privaudit.papers.pfa.public_private import split_clients
+from privaudit.papers.pfa.run_report import summary_rows
 from privaudit.papers.pfa.server_rules import (
     Blocks,
     EpsilonWeighted,
@@ -164,8 +167,6 @@ class HeterogeneousDP(Algorithm, NeighbouringRelation, OwnPrivacyAccounting, Mod
 
     def model_for(self, name: str):
         """``name``, or ``name`` with the reference's Keras initialisation (``model_init="keras"``)."""
-        from privaudit.papers.pfa.model_init import model_builder
-
         return model_builder(name, self.settings.model_init)
 
     # -- set-up --------------------------------------------------------------------------------------
@@ -211,8 +212,6 @@ class HeterogeneousDP(Algorithm, NeighbouringRelation, OwnPrivacyAccounting, Mod
 
     def _local_dp(self, calibrations: Sequence[ClientCalibration]):
         """LocalDP around the family's round, with each client's calibrated σ_m and Poisson rate q_m."""
-        from privaudit.fl.privacy.local_dp import LocalDP, LocalDPConfig
-
         dp = self.settings.local_dp
         assumptions = (f"σ_m calibrated by {dp.calibration.value} for ε_m over T*_m planned steps ({dp.planned.value})",)
         return LocalDP(self.round_core, LocalDPConfig(
@@ -340,8 +339,6 @@ class HeterogeneousDP(Algorithm, NeighbouringRelation, OwnPrivacyAccounting, Mod
         return {"pfa": self.report()}
 
     def summary_rows(self, result) -> dict[str, Any]:
-        from privaudit.papers.pfa.run_report import summary_rows
-
         return summary_rows(self.report(), self.calibrations, result.ledger)
 
     @property

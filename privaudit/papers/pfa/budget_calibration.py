@@ -9,7 +9,7 @@ T* = K·T/M (T = R·τ SGD iterations in total, K of M clients per round). Calib
   (:func:`privaudit.accounting.calibrate.calibrate_noise`), as the paper states it should be ("we apply the
   moments accountant ... and terminate before the loss exceeds the target budget");
 * ``reference`` — the reference code's closed form σ = 10·q·sqrt(T·log₁₀(1/δ))/ε
-  (``compute_noise_multiplier``, :func:`privaudit.accounting.closed_form.pfa_reference_noise`, audit point F1), with
+  (``compute_noise_multiplier``, :func:`privaudit.papers.pfa.closed_forms.pfa_reference_noise`, audit point F1), with
   T = K·R·τ/M. It is not derived from any accountant; :func:`client_privacy` shows the ε it really gives.
 
 Planned steps (``planned="expected"``, the paper's T*): a client is planned to train in ⌊K·R/M⌋ rounds of
@@ -30,10 +30,11 @@ from enum import Enum
 from typing import Any
 
 from privaudit.accounting.accountants import get_accountant
-from privaudit.accounting.closed_form import pfa_reference_epsilon, pfa_reference_noise
+from privaudit.accounting.calibrate import calibrate_noise
 from privaudit.accounting.mechanisms import Composition, SubsampledGaussian
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
+from privaudit.papers.pfa.closed_forms import pfa_reference_epsilon, pfa_reference_noise
 
 
 class CalibrationMethod(str, Enum):
@@ -152,8 +153,6 @@ def calibrate_clients(
 
     ``num_clients`` is the population M of T* = K·R·τ/M (default: the number of budgets given).
     """
-    from privaudit.accounting.calibrate import calibrate_noise
-
     method = CalibrationMethod.parse(method)
     planned = PlannedSteps.parse(planned)
     if not (len(sample_rates) == len(steps_per_round) == len(epsilons)):
@@ -240,7 +239,7 @@ def client_privacy(
     steps are used (rounded down). ``claimed`` overrides the claimed ε (e.g. the client's own preference
     when the run trained at another operating budget, as PFA's Maximum baseline does).
     """
-    name = getattr(get_accountant(accountant), "name", str(accountant))
+    name = get_accountant(accountant).name
     out = []
     for i, c in enumerate(calibrations):
         planned_int = math.floor(c.planned_steps + 1e-9)
@@ -281,31 +280,39 @@ def summarise_privacy(rows: Sequence[ClientPrivacy]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ClientPlan:
+    """The run a calibration is planned for: batch size B, K clients per round of the population M (``num_clients``,
+    default one client per budget), R rounds of τ = ``local_steps`` local steps, δ, and how τ and T*_m are counted."""
+
+    batch_size: int
+    clients_per_round: int
+    rounds: int
+    local_steps: int
+    delta: float
+    num_clients: int | None = None
+    step_rule: LocalStepRule | str = LocalStepRule.EPOCHS
+    planned: str | PlannedSteps = PlannedSteps.EXPECTED
+
+
 def plan_client_privacy(
     epsilons: Sequence[float],
     client_sizes: Sequence[int],
+    plan: ClientPlan,
     *,
-    batch_size: int,
-    clients_per_round: int,
-    rounds: int,
-    local_steps: int,
-    delta: float,
     calibration: str | CalibrationMethod = CalibrationMethod.RDP,
-    step_rule: LocalStepRule | str = LocalStepRule.EPOCHS,
-    planned: str | PlannedSteps = PlannedSteps.EXPECTED,
     accountant: str | Any = "rdp",
     realised_steps: Mapping[int, int] | None = None,
-    num_clients: int | None = None,
 ) -> list[ClientPrivacy]:
     """Without training: each client's σ_m under ``calibration`` and the ε ``accountant`` gives for its steps.
 
-    The steps are the plan's T*_m (or ``realised_steps``); ``num_clients`` is the population M (default: one client
-    per budget). This is the claim-level view of PFA's privacy: the reference calibration's ε as a real
-    accountant sees it (audit point F1).
+    The steps are the plan's T*_m (or ``realised_steps``). This is the claim-level view of PFA's privacy: the reference
+    calibration's ε as a real accountant sees it (audit point F1).
     """
-    schedules = [local_schedule(n, batch_size, local_steps, step_rule) for n in client_sizes]
+    schedules = [local_schedule(n, plan.batch_size, plan.local_steps, plan.step_rule) for n in client_sizes]
     calibrations = calibrate_clients(
-        epsilons, [q for q, _, _ in schedules], [s for _, _, s in schedules], delta=delta,
-        clients_per_round=clients_per_round, rounds=rounds, method=calibration, planned=planned, num_clients=num_clients,
+        epsilons, [q for q, _, _ in schedules], [s for _, _, s in schedules], delta=plan.delta,
+        clients_per_round=plan.clients_per_round, rounds=plan.rounds, method=calibration, planned=plan.planned,
+        num_clients=plan.num_clients,
     )
     return client_privacy(calibrations, realised_steps, accountant)

@@ -25,6 +25,9 @@ public client, which is what ``stop_without_public`` does.
 ``policy="record"`` skips the pre-check (every client is a candidate in every round): a client sampled more
 often than planned then *exceeds* its ε_m — not silently: the ledger shows it (``over_budget``).
 
+:func:`participation_trial` simulates that sampling without training (the claim's participation reading, audit
+point F2).
+
 Torch-free.
 """
 
@@ -83,6 +86,8 @@ class BudgetGate:
         self._memo: dict[tuple[int, int], bool] = {}
 
     def allows(self, client_id: int) -> bool:
+        """004 §4.2's pre-check: may ``client_id`` train one more round within its ε_m? Its recorded steps plus one round's,
+        composed by the calibration's accountant (or the reference's inverted closed form)."""
         c = self.calibrations[int(client_id)]
         done = recorded_steps(self.ledger, client_id)
         key = (int(client_id), done)
@@ -232,3 +237,26 @@ class BudgetedSampler:
             "stopped": None if self.stopped is None else self.stopped.to_dict(),
             "rounds_without_public": [r.round for r in self.rounds if not r.public],
         }
+
+
+def participation_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Audit point F2: one simulated run of the reference's ``server.sample_clients`` (a random permutation of the
+    clients still under budget, the first ``int(sample_ratio·N)`` of them) without the cap (the paper's description,
+    004 §4.2) and with the reference pre-check cap; training stops once fewer than that many clients remain."""
+    n, rounds = int(spec["num_clients"]), int(spec["rounds"])
+    per_round = int(spec["sample_ratio"] * n)
+    cap = int(spec["cap_participations"])
+    rng = np.random.default_rng(int(seed))
+    uncapped = np.zeros(n, dtype=np.int64)
+    for _ in range(rounds):
+        uncapped[rng.permutation(n)[:per_round]] += 1
+    capped = np.zeros(n, dtype=np.int64)
+    stopped_at = None
+    for r in range(1, rounds + 1):
+        candidates = np.flatnonzero(capped < cap)
+        if len(candidates) < per_round:
+            stopped_at = r
+            break
+        capped[rng.permutation(candidates)[:per_round]] += 1
+    return {"uncapped_counts": uncapped.tolist(), "capped_counts": capped.tolist(),
+            "capped_stop_round": stopped_at, "rounds_run_with_cap": (stopped_at - 1) if stopped_at else rounds}

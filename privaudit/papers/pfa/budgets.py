@@ -125,6 +125,8 @@ _REFERENCE = "PFA reference code epsfiles (Emory-AIMS/PFA@72b3f89)"
 
 
 def _reference_mixture(name: str, private: tuple[float, float], public: tuple[float, float], public_weight: float = 0.1):
+    """A two-component Gaussian mixture as the reference code's ``epsfiles`` draw it (Emory-AIMS/PFA@72b3f89; std as
+    the second parameter, a 10 % public component, public above twice the private mean)."""
     return _mixture(
         name, _REFERENCE, (1.0 - public_weight, *private), (public_weight, *public), second_is="std", threshold=2.0 * private[0]
     )
@@ -225,6 +227,8 @@ def _std(distribution: BudgetDistribution, component: GaussianComponent, second_
 
 
 def _sample(distribution: BudgetDistribution, count: int, rng: np.random.Generator, second_parameter: str | None) -> np.ndarray:
+    """``count`` budgets from ``distribution``: constant, uniform, classical Pareto, or the Gaussian mixture of 004 Table 1
+    (component drawn by weight, then N(mean, std²))."""
     if distribution.kind == "constant":
         return np.full(count, distribution.params[0])
     if distribution.kind == "uniform":

@@ -1,14 +1,14 @@
 """Evidence for PFA / PFA+ / WeiAvg (004): accuracy of every method, ε really spent, PFA+'s uplink saving.
 
-``python -m privaudit.papers.pfa.evidence [--workers 2] [--quick]`` trains, on the offline 5,000-image MNIST subset
-(mnist5k: 4,500 training images, 500 pooled test images), the PFA logistic regression (7,850 parameters) and
-the PFA CNN (26,010 parameters), IID and label-shard non-IID (10 shards per client, the paper's §5.2 split),
+:func:`run_evidence` (``python benchmarks/evidence_pfa.py [--workers 2] [--quick]``) trains, on the offline
+5,000-image MNIST subset (mnist5k: 4,500 training images, 500 pooled test images), the PFA logistic regression
+(7,850 parameters) and the PFA CNN (26,010 parameters), IID and label-shard non-IID (10 shards per client, the paper's §5.2 split),
 M ∈ {20, 30} clients, MixGauss1 budgets (the paper's Table 1 definition, variance reading, budget seed 0),
 every method of the family: NP-FedAvg, Maximum, PFA, PFA+, WeiAvg, public-only FedAvg, FedAvg with
 heterogeneous DP, Minimum. Then PFA and FedAvg-HDP again with the reference code's calibration on the logistic
 regression. It writes the result file ``reports/evidence/pfa.json`` (kind ``pfa-evidence``: the numbers every table
 prints, computed from the runs, and the runs' accuracy and uplink curves) and renders from it
-(:mod:`privaudit.report.evidence.pfa`) ``reports/pfa.md``, ``reports/pfa-accuracy-lr.png``,
+(:func:`privaudit.papers.pfa.pages.page`) ``reports/pfa.md``, ``reports/pfa-accuracy-lr.png``,
 ``reports/pfa-accuracy-cnn.png`` and ``reports/pfa-uplink.png``; ``privaudit report reports/evidence/pfa.json --out
 reports/pfa.md`` re-renders them without training.
 
@@ -20,9 +20,7 @@ public/private division of all clients, σ_m calibrated by RDP for T* = ⌊K·R/
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -30,9 +28,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.papers.pfa.budget_calibration import (
+    ClientPlan,
+    calibrate_clients,
+    local_schedule,
+    plan_client_privacy,
+    summarise_privacy,
+)
+from privaudit.papers.pfa.budget_participation import BudgetedSampler, BudgetGate, recorded_steps
+from privaudit.papers.pfa.budgets import draw_budgets
+from privaudit.papers.pfa.experiment import PFAConfig, realised_steps, run_privacy, train_pfa
+from privaudit.papers.pfa.uplink import full_update_bytes, projected_update_bytes
 from privaudit.progress import progress_bar
+from privaudit.report.evidence import write_page
+from privaudit.report.results import make_result, write_result
 
 REPORTS = Path("reports")
+#: The command that runs :func:`run_evidence` (recorded in the result file with its arguments).
+COMMAND = "python benchmarks/evidence_pfa.py"
 METHODS = ("np-fedavg", "maximum", "pfa", "pfa-plus", "weiavg", "public-only", "fedavg-hdp", "minimum")
 DISPLAY = {
     "np-fedavg": "NP-FedAvg", "maximum": "Maximum", "pfa": "PFA", "pfa-plus": "PFA+", "weiavg": "WeiAvg",
@@ -66,8 +81,6 @@ def run_one(run: EvidenceRun) -> dict[str, Any]:
 
     import torch
 
-    from privaudit.papers.pfa.budget_calibration import summarise_privacy
-    from privaudit.papers.pfa.experiment import PFAConfig, realised_steps, run_privacy, train_pfa
 
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     torch.set_num_threads(1)
@@ -159,8 +172,6 @@ def _config(run: dict[str, Any]) -> dict[str, Any]:
 
 def paper_scale_uplink() -> list[dict[str, Any]]:
     """The paper's Fig. 7 setting computed from the upload sizes: M = 50, K = 40, 5 public clients, 100 rounds, k = 1."""
-    from privaudit.papers.pfa.uplink import full_update_bytes, projected_update_bytes
-
     rows = []
     for model, tensors in (("pfa-lr", 2), ("pfa-cnn", 8)):
         p = MODELS[model][1]
@@ -177,12 +188,10 @@ def paper_scale_uplink() -> list[dict[str, Any]]:
 
 def claim_table(rounds: int) -> dict[str, Any]:
     """σ and real ε of the reference closed form vs RDP calibration at this evidence's logistic-regression plan (M = 20)."""
-    from privaudit.papers.pfa.budget_calibration import plan_client_privacy
-
     claimed = [0.1, 0.5, 1.0, 3.0, 5.0, 10.0]
-    common = {"batch_size": 8, "clients_per_round": 16, "rounds": rounds, "local_steps": 25, "delta": DELTA, "num_clients": 20}
-    ref = plan_client_privacy(claimed, [225] * 6, calibration="reference", **common)
-    real = plan_client_privacy(claimed, [225] * 6, calibration="rdp", **common)
+    plan = ClientPlan(batch_size=8, clients_per_round=16, rounds=rounds, local_steps=25, delta=DELTA, num_clients=20)
+    ref = plan_client_privacy(claimed, [225] * 6, plan, calibration="reference")
+    real = plan_client_privacy(claimed, [225] * 6, plan, calibration="rdp")
     return {"rounds": rounds, "planned_steps_rdp": real[0].planned_steps, "planned_steps_reference": ref[0].planned_steps,
             "rows": [{"claimed": e, "sigma_reference": r.noise_multiplier, "epsilon_reference": r.epsilon_realised,
                       "sigma_rdp": q.noise_multiplier, "epsilon_rdp": q.epsilon_realised}
@@ -255,9 +264,6 @@ def evidence_data(outcomes: Sequence[dict[str, Any]], wall_seconds: float, worke
 def write_evidence(data: dict[str, Any], out: Path, command: str, *, inputs: dict[str, str] | None = None,
                    origin: dict[str, Any] | None = None) -> Path:
     """Write ``out/evidence/pfa.json``, then render ``out/pfa.md`` and its figures from it."""
-    from privaudit.report.evidence import write_page
-    from privaudit.report.results import make_result, write_result
-
     result = make_result("pfa-evidence", "PFA, PFA+ and WeiAvg with heterogeneous per-client budgets", data, {"workers": data["workers"]},
                          command=command, seed=0, inputs=inputs, extra={"origin": origin} if origin else None)
     path = write_result(out / "evidence" / "pfa.json", result)
@@ -270,12 +276,6 @@ def participation_simulation(clients: int, rounds: int, policy: str, seed: int =
     Privacy depends on participation only, so the ledger of a run is simulated exactly: the logistic-regression
     plan (mnist5k IID, B = 8, one Poisson epoch per round), MixGauss1 budgets (seed 0), σ_m by RDP for T*.
     """
-    from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.papers.pfa.budget_calibration import calibrate_clients, local_schedule
-    from privaudit.papers.pfa.budget_participation import BudgetedSampler, BudgetGate, recorded_steps
-    from privaudit.papers.pfa.budgets import draw_budgets
-
     size = 4_500 // clients
     per_round = int(0.8 * clients)
     budgets = draw_budgets("mixgauss1", clients, seed=0, delta=DELTA).epsilons
@@ -301,21 +301,12 @@ def participation_simulation(clients: int, rounds: int, policy: str, seed: int =
     }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Train → write ``reports/evidence/pfa.json`` → render ``reports/pfa.md`` and its figures from it."""
-    parser = argparse.ArgumentParser(prog="python -m privaudit.papers.pfa.evidence", description="PFA evidence runs.")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="logistic regression only, a few rounds (a smoke test)")
-    parser.add_argument("--out", type=Path, default=REPORTS, help="reports directory (pfa.md, figures, evidence/pfa.json)")
-    args = parser.parse_args(argv)
-    runs = evidence_runs(args.quick)
+def run_evidence(out: Path, command: str, *, workers: int = 2, quick: bool = False) -> str:
+    """Train every run (``quick``: the logistic regression only, a few rounds — a smoke test), write
+    ``out/evidence/pfa.json`` and render ``out/pfa.md`` and its figures from it; returns what was written, in one line."""
+    runs = evidence_runs(quick)
     started = time.perf_counter()
-    outcomes = run_all(runs, args.workers)
-    data = evidence_data(outcomes, time.perf_counter() - started, args.workers)
-    command = " ".join(["python -m privaudit.papers.pfa.evidence", *(sys.argv[1:] if argv is None else argv)])
-    page = write_evidence(data, args.out, command)
-    print(f"wrote {args.out / 'evidence' / 'pfa.json'} and {page} ({len(outcomes)} runs, {data['wall_seconds'] / 60:.1f} min)")
-
-
-if __name__ == "__main__":
-    main()
+    outcomes = run_all(runs, workers)
+    data = evidence_data(outcomes, time.perf_counter() - started, workers)
+    page = write_evidence(data, out, command)
+    return f"wrote {out / 'evidence' / 'pfa.json'} and {page} ({len(outcomes)} runs, {data['wall_seconds'] / 60:.1f} min)"

@@ -22,10 +22,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
+from privaudit.fl.algorithms.registry import split_wrapper
+from privaudit.fl.engine.config import LocalTrainingConfig
 from privaudit.fl.engine.round_loop import FederationResult
-from privaudit.fl.run import TrainSpec
+from privaudit.fl.run import TrainSpec, run_training
 from privaudit.papers.pfa import run_report
+from privaudit.papers.pfa.algorithm import family_of
 from privaudit.papers.pfa.budget_calibration import ClientCalibration, ClientPrivacy
+from privaudit.papers.pfa.specs import NAMES
 
 
 @dataclass
@@ -75,8 +79,6 @@ class PFAConfig:
     options: dict[str, Any] = field(default_factory=dict)
 
     def train_spec(self) -> TrainSpec:
-        from privaudit.fl.engine.config import LocalTrainingConfig
-
         _require_family(self.algorithm)
         options = {"budgets": self.budgets, "local_steps": self.local_steps, **self.options}
         return TrainSpec(
@@ -97,20 +99,14 @@ class PFAConfig:
 
 
 def _require_family(name: str) -> None:
-    from privaudit.fl.algorithms.registry import UPCYCLED_PREFIX
-    from privaudit.papers.pfa.specs import NAMES
-
     key = str(name).strip().lower()
-    if key.removeprefix(UPCYCLED_PREFIX) not in NAMES:
+    if split_wrapper(key)[1] not in NAMES:  # PFA's own algorithms, alone or inside an algorithm wrapper
         raise InvalidParameterError(f"{name!r} is not a PFA-family algorithm")
 
 
 def run_pfa_training(spec: TrainSpec, out: str | os.PathLike | None = None, *, save_client_updates: bool = False,
                      overwrite: bool = False, progress: bool = True) -> PFAResult:
     """Run a PFA-family ``spec`` through :func:`~privaudit.fl.run.run_training` and attach its report."""
-    from privaudit.fl.run import run_training
-    from privaudit.papers.pfa.algorithm import family_of
-
     _require_family(spec.algorithm)
     result = run_training(spec, out, save_client_updates=save_client_updates, overwrite=overwrite, progress=progress)
     family = family_of(result.algorithm)

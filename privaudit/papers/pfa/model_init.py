@@ -14,6 +14,7 @@ from enum import Enum
 
 from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
+from privaudit.models import build_model
 
 #: The models whose reference counterpart is a Keras network (``pfa-lr`` is zero-initialised in both codes).
 KERAS_MODELS = ("pfa-cnn",)
@@ -50,8 +51,6 @@ def model_builder(name: str, init: ModelInit | str):
                                     f"{', '.join(KERAS_MODELS)}, not {name!r}")
 
     def build(input_shape: tuple[int, ...], num_classes: int):
-        from privaudit.models import build_model
-
         return keras_initialise(build_model(name, input_shape, num_classes))
 
     return build

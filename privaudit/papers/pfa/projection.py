@@ -121,6 +121,8 @@ def _start(p: int, generator: torch.Generator, columns: torch.Tensor, count: int
 
 
 def _keep(values: torch.Tensor, vectors: torch.Tensor, k: int, rtol: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top-k eigenpairs by eigenvalue, dropping those at or below ``rtol`` × the largest (the rank of the public
+    updates' subspace, 004 Alg. 3)."""
     order = torch.argsort(values, descending=True)
     values, vectors = values[order], vectors[:, order]
     top = float(values[0]) if values.numel() else 0.0

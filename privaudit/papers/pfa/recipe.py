@@ -33,17 +33,17 @@ from typing import Any
 import numpy as np
 
 from privaudit.accounting.calibrate import calibrate_noise
-from privaudit.accounting.closed_form import expected_client_steps, pfa_reference_noise
 from privaudit.accounting.mechanisms import Composition, Neighbouring, Sampling, SubsampledGaussian
 from privaudit.audit.claims import Claim
-from privaudit.audit.plan import Analysis, PendingPart, Reading, Requirement, Role, TrialPlan
+from privaudit.audit.plan import Analysis, Reading, Role, TrialPlan
 from privaudit.audit.recipes.accounting import epsilon_of
-from privaudit.audit.recipes.participation import pfa_participation_trial
 from privaudit.audit.recipes.trial_results import summary
 from privaudit.audit.verdict import AccountingEvidence
 from privaudit.errors import InvalidParameterError, NumericalFailure
+from privaudit.papers.pfa.budget_participation import participation_trial
+from privaudit.papers.pfa.closed_forms import expected_client_steps, pfa_reference_noise
+from privaudit.papers.pfa.experiment import PFAConfig, run_privacy, train_pfa
 
-PFA_TRAINING = Requirement("privaudit.papers.pfa.algorithm", "PFA training (issue 7)")
 PUBLIC_THRESHOLD = 5.0  # mixgauss1's public component is N(10, 0.1); the reference redraws until one exceeds it
 
 
@@ -119,11 +119,18 @@ def _calibration_evidence(sigma: float, q: float, size: int, batch: int, steps: 
     return code, poisson
 
 
-def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
+def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading]:
+    """004 Thms 1–2 with the reference calibration (audit point F1) in each setting, T* as an expectation (F2), and a
+    trained federation's realised per-client ε."""
+    return [*_calibration_readings(claim), _participation_reading(claim, trials), trained_pfa_run(claim, trials)]
+
+
+def _calibration_readings(claim: Claim) -> list[Reading]:
+    """One reading per setting: the ε the reference σ_m really gives each client, against the claimed ε_m (F1)."""
     p = claim.params
     delta = claim.delta
     steps = int(p["rounds"] * p["local_steps"] * p["sample_ratio"])  # T = glob_steps · sample_ratio (reference)
-    readings: list[Reading | PendingPart] = []
+    readings: list[Reading] = []
     for setting_id, text, size, batch, clients in p["settings"]:
         budgets = mixgauss1_budgets(int(clients), int(p["budget_seed"]))
         public = int(np.argmax(budgets))
@@ -158,8 +165,13 @@ def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | P
             analyse=analyse,
             claim_note="claimed ε = the largest budget drawn (reference mixgauss1, seed 10): privaudit's draw of the paper's ≈ 10",
         ))
+    return readings
 
-    setting_id, text, size, batch, clients = p["settings"][0]
+
+def _participation_reading(claim: Claim, trials: int) -> Reading:
+    """T* = KT/M is an expectation (audit point F2): simulated uniform sampling without the reference's pre-check."""
+    p, delta = claim.params, claim.delta
+    _, text, size, batch, clients = p["settings"][0]
     budgets = mixgauss1_budgets(int(clients), int(p["budget_seed"]))
     public = int(np.argmax(budgets))
     q = batch / size
@@ -188,7 +200,7 @@ def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | P
                                                "nominal_rounds": p["rounds"]}}
         return Analysis(evidence, details=details)
 
-    readings.append(Reading(
+    return Reading(
         reading_id="participation-without-cap",
         title="T* = KT/M is an expectation: uniform sampling without the pre-check",
         role=Role.PAPER,
@@ -197,11 +209,9 @@ def heterogeneous_calibration(claim: Claim, trials: int) -> Sequence[Reading | P
         claimed_epsilon=float(budgets[public]),
         claimed_delta=delta,
         analyse=analyse_participation,
-        trials=TrialPlan(pfa_participation_trial, {"num_clients": clients, "rounds": p["rounds"], "sample_ratio": p["sample_ratio"],
+        trials=TrialPlan(participation_trial, {"num_clients": clients, "rounds": p["rounds"], "sample_ratio": p["sample_ratio"],
                                                    "cap_participations": cap}, trials, "simulated PFA participation"),
-    ))
-    readings.append(trained_pfa_run(claim, trials))
-    return readings
+    )
 
 
 #: The reference code's behaviour where privaudit has an option for it (issue 27): its closed-form calibration, exactly
@@ -212,22 +222,18 @@ REFERENCE_RUN_OPTIONS = {"noise_calibration": "reference", "local_step_rule": "e
                          "no_public": "stop"}
 
 
-def trained_pfa_run(claim: Claim, trials: int) -> Reading | PendingPart:
+def trained_pfa_run(claim: Claim, trials: int) -> Reading:
     """A real PFA federation (issue 7's training code) run as the reference code runs it: each client's realised ε.
 
     A scaled-down run (``trained_run`` parameters; rounds = min(max_rounds, 2·trials + 2)) with σ_m from the
     reference closed form, the reference budgets and the reference's other behaviours (:data:`REFERENCE_RUN_OPTIONS`;
     ⌊0.1·10⌋ = 1 public client); the claimed ε is the largest budget (Thm 2).
     """
-    if not PFA_TRAINING.available():
-        return PendingPart("trained-ledger", "per-client ε spent in a trained PFA federation (its ledger)", PFA_TRAINING.reason())
     run = dict(claim.params["trained_run"])
     rounds = max(3, min(int(run.pop("max_rounds")), 2 * int(trials) + 2))
     delta = claim.delta
 
     def analyse(_results) -> Analysis:
-        from privaudit.papers.pfa.experiment import PFAConfig, run_privacy, train_pfa
-
         config = PFAConfig(budgets=run["budgets"], num_clients=int(run["num_clients"]), rounds=rounds,
                            local_steps=int(run["local_steps"]), options=REFERENCE_RUN_OPTIONS)
         result = train_pfa(config)

@@ -147,6 +147,8 @@ class Projected(ServerRule):
 
     # -- the round ------------------------------------------------------------------------------------
     def aggregate(self, round, global_state, results, public, private, eps):
+        """PFA's server round (004 Alg. 3): the public clients' updates span each block's top-k subspace, the private
+        ones are projected on it and the ε-weighted combination applied; WeiAvg when the sample has no public client."""
         if self.falls_back(public):
             note = "no public client in the sample: WeiAvg this round"
             return weighted_states(results, eps), RoundRecord(round, "weiavg", public, private, note=note)

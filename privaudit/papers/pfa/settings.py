@@ -30,7 +30,7 @@ from privaudit.checks import parse_enum
 from privaudit.errors import InvalidParameterError
 from privaudit.papers.pfa.budget_calibration import CalibrationMethod, LocalStepRule, PlannedSteps
 from privaudit.papers.pfa.budget_participation import PrecheckPolicy
-from privaudit.papers.pfa.budgets import NonPositiveBudgets
+from privaudit.papers.pfa.budgets import NonPositiveBudgets, check_budget_spec
 from privaudit.papers.pfa.model_init import ModelInit
 from privaudit.papers.pfa.projection import EigenSolver, ProjectionForm
 from privaudit.papers.pfa.public_private import SplitMethod, SplitScope
@@ -80,8 +80,6 @@ class BudgetSettings:
     delta: float = 1e-5
 
     def __post_init__(self) -> None:
-        from privaudit.papers.pfa.budgets import check_budget_spec
-
         object.__setattr__(self, "nonpositive", NonPositiveBudgets.parse(self.nonpositive))
         if not 0 < float(self.delta) < 1:
             raise InvalidParameterError(f"δ must lie in (0, 1), got {self.delta}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from privaudit.fl.algorithms.registry import AlgorithmSpec
+from privaudit.fl.algorithms.spec_types import AlgorithmSpec
 from privaudit.fl.engine.options import Option
 
 BUDGETS = Option("budgets", str, "per-client ε: mixgauss1..4, uniform, gauss, pareto (004 Table 1), reference-*, constant:<ε> or file:<path> (default mixgauss1)")
@@ -75,6 +75,7 @@ _FIELDS = {
 
 def _builder(name: str):
     def build(**options):
+        # torch: the algorithm's module is imported when it is built, never at the CLI's start-up (this module lists the flags)
         from privaudit.papers.pfa.algorithm import build as build_family
 
         return build_family(name, **{_FIELDS[k]: v for k, v in options.items()})

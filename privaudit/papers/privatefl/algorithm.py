@@ -13,7 +13,7 @@ The privacy variants are wrappers around this algorithm, built when the run star
 which calibrates the noise for the claimed ε from the run; :func:`~privaudit.papers.privatefl.experiment.privacy_wrapper`):
 
 * LDP — :class:`privaudit.fl.privacy.local_dp.LocalDP` (record-level DP-SGD of the whole extended model, 001 §3.3);
-* CDP — :class:`privaudit.fl.privacy.central_dp.CentralDP` (``paper`` Alg. 1, ``reference`` code, ``dp-fedavg``);
+* CDP — :class:`privaudit.papers.privatefl.central_dp.PrivateFLCentralDP` (``paper`` Alg. 1, ``reference`` code, ``dp-fedavg``);
 * DDP — :class:`privaudit.fl.privacy.distributed_dp.DistributedDP` (Alg. 3: Skellam + secure aggregation).
 
 The reference code trains the transformation with its own learning rate ``--flr`` (``CDPUser`` param groups,

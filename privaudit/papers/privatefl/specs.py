@@ -9,7 +9,8 @@ reference code's behaviour is a named value (``--cdp-variant reference``, ``--pa
 ``--personal-layers reference``). ``--privacy cdp`` alone runs the paper's Alg. 1; the evidence page's CDP rows are the
 reference variant's.
 
-Torch-free: the builder imports the training modules when called.
+``LDP`` registers PrivateFL's name for DP-SGD as ``--privacy ldp`` on any algorithm. Torch-free: the builder imports
+the training modules when called.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from privaudit.fl.algorithms.registry import AlgorithmSpec
+from privaudit.accounting.mechanisms import Sampling
+from privaudit.fl.algorithms.spec_types import AlgorithmSpec
 from privaudit.fl.engine.options import Option
+from privaudit.fl.privacy.registry import CLIP, NOISE, PrivacySpec, dp_sgd
 
 EPSILON = Option("epsilon", float, "PrivateFL: the claimed ε the noise is calibrated for (--privacy ldp|cdp|ddp)")
 DELTA = Option("delta", float, "PrivateFL: δ of the claimed guarantee (default 1e-3, the reference code's fixed value)")
@@ -55,6 +58,7 @@ PRIVACY_MODES = ("none", "ldp", "cdp", "ddp")
 
 def _privatefl(privacy: str = "none", **options: Any):
     """PrivateFL under its privacy mode ``privacy`` with ``options`` (flag names), calibrated when the run starts."""
+    # torch: the algorithm's module is imported when it is built, never at the CLI's start-up (this module lists the flags)
     from privaudit.papers.privatefl.calibrated import CalibratedPrivateFL
 
     return CalibratedPrivateFL.from_options(privacy, options)
@@ -73,7 +77,7 @@ def train_defaults(privacy: str, options: Mapping[str, Any]) -> dict[str, Any]:
     cdp_lr = 0.1 if variant == "reference" else 5e-3
     return {"local_epochs": 1, "batch_size": 64, "momentum": 0.0, "lr": cdp_lr if privacy == "cdp" else 0.1,
             "model": "privatefl-dnn", "num_clients": 20, "partition": "classes:2:paper", "execution": "sequential",
-            "sampling": "poisson" if dp_fedavg else "fixed-size"}
+            "sampling": (Sampling.POISSON if dp_fedavg else Sampling.FIXED_SIZE_WITHOUT_REPLACEMENT).value}
 
 
 SPECS = (
@@ -86,3 +90,7 @@ SPECS = (
         privacy_modes=PRIVACY_MODES,
     ),
 )
+
+
+#: ``--privacy ldp`` on any algorithm: DP-SGD under PrivateFL's name for it (001 §3.3, "LDP").
+LDP = PrivacySpec("ldp", "alias of dp-sgd: record-level DP-SGD in every client, PrivateFL's \"LDP\" (001 §3.3)", (CLIP, NOISE), dp_sgd)

@@ -1,9 +1,10 @@
-"""Trials of PrivateFL's client-level canary audit: one CDP federation per trial, with canary clients.
+"""Trials of PrivateFL's claims: the client-level canary audit (one CDP federation per trial, with canary clients)
+and the LDP participation simulation (:func:`participation_trial`, no training).
 
 Andrew et al. 2024 ("One-shot empirical privacy estimation for federated learning", ICLR 2024, §3): m canary
 clients, each a fixed random unit direction c_j over the *aggregated* parameters, each inserted as a client with
 probability ½ (:mod:`privaudit.fl.canaries.clients`). An inserted canary's update is M·c_j with M huge, so the
-server's clipping always binds; it takes part in PrivateFL-CDP's release (:class:`privaudit.fl.privacy.central_dp.CentralDP`)
+server's clipping always binds; it takes part in PrivateFL-CDP's release (:class:`privaudit.papers.privatefl.central_dp.PrivateFLCentralDP`)
 like any client. The wrapper order is ``CanaryClientInsertion(CentralDP(PrivateFL))``: the canary's local model
 is replaced before the server's clip and noise.
 
@@ -26,10 +27,27 @@ from typing import Any
 
 import numpy as np
 
+from attacks.membership import canary_client_cosines
+from privaudit.audit.recipes.participation import fixed_size_selection, running_counts
+from privaudit.fl.canaries.clients import CLIP_SCALE, CanaryClientInsertion, CanaryClients, add_canary_clients
+from privaudit.fl.canaries.directions import membership_bits, random_unit_directions
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.params import model_state
+from privaudit.fl.engine.recording import ReleaseRecorder
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.papers.privatefl.algorithm import PrivateFL
+from privaudit.papers.privatefl.experiment import (
+    PrivateFLConfig,
+    build_model,
+    load_privatefl_dataset,
+    named_model,
+    wrap_privacy,
+)
+from privaudit.papers.privatefl.transform import PERSONAL_PREFIX
+
 
 def _config(spec: dict[str, Any], seed: int):
-    from privaudit.papers.privatefl.experiment import PrivateFLConfig
-
     run = dict(spec["run"])
     return PrivateFLConfig(**run, privacy="cdp", cdp_variant=spec["variant"], epsilon=float(spec["epsilon"]),
                            delta=float(spec["delta"]), seed=int(seed), eval_every=10**6)
@@ -37,15 +55,11 @@ def _config(spec: dict[str, Any], seed: int):
 
 @lru_cache(maxsize=4)
 def _dataset(config_key: str):
-    from privaudit.papers.privatefl.experiment import PrivateFLConfig, load_privatefl_dataset
-
     return load_privatefl_dataset(PrivateFLConfig(**json.loads(config_key)))
 
 
 def _shared_directions(state, personal: tuple[str, ...], count: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` unit directions over the flattened state, uniform on the sphere of the aggregated coordinates."""
-    from privaudit.fl.canaries.directions import random_unit_directions
-
     mask = np.concatenate([np.full(v.numel(), name not in personal) for name, v in state.items()])
     directions = np.zeros((count, mask.size))
     directions[:, mask] = random_unit_directions(count, int(mask.sum()), rng)
@@ -58,23 +72,6 @@ def canary_client_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
     Spec keys: ``run`` (PrivateFLConfig fields: data, model, rounds, clients per round, ...), ``variant`` (CDP
     variant), ``epsilon``/``delta`` (the claim σ is calibrated for), ``canaries`` (m).
     """
-    from attacks.membership import canary_client_cosines
-    from privaudit.fl.canaries.clients import (
-        CLIP_SCALE,
-        CanaryClientInsertion,
-        CanaryClients,
-        add_canary_clients,
-    )
-    from privaudit.fl.canaries.directions import membership_bits
-    from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.engine.params import model_state
-    from privaudit.fl.engine.recording import ReleaseRecorder
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.papers.privatefl.algorithm import PrivateFL
-    from privaudit.papers.privatefl.experiment import build_model, named_model, wrap_privacy
-    from privaudit.papers.privatefl.transform import PERSONAL_PREFIX
-
     tree = SeedTree(int(seed))
     config = _config(spec, tree.integer("training") & ((1 << 62) - 1))
     data_key = json.dumps({k: v for k, v in spec["run"].items()
@@ -114,3 +111,17 @@ def canary_client_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
         "dimension": int((directions[0] != 0).sum()),
         "real_clients": int(dataset.num_clients),
     }
+
+
+def participation_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Audit point P4: participation counts of one simulated run of the reference's client sampling
+    (BHui97/PrivateFL@f686b6f:FedAverage.py, ``np.random.choice(N, int(sr·N), replace=False)`` every round): per
+    round, the largest count so far; final counts."""
+    n, rounds = int(spec["num_clients"]), int(spec["rounds"])
+    per_round = int(spec["sample_rate"] * n)
+    selection = fixed_size_selection(n, per_round, rounds, np.random.default_rng(int(seed)))
+    counts = running_counts(selection, n)
+    out = {"max_count_by_round": counts.max(axis=1).tolist(), "final_counts": counts[-1].tolist()}
+    if spec.get("keep_selection"):
+        out["selection"] = selection.tolist()
+    return out

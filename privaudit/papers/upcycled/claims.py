@@ -117,7 +117,7 @@ CLAIMS: tuple[Claim, ...] = (
                    "Syn(iid) clients, as for Fig. 3", where="the reference Syn(iid) data files"),
             chosen("client_size", 225, "the audited client's size, the mean size rounded"),
         ),
-        recipe="privaudit.papers.upcycled.recipe:objective_perturbation",
+        recipe="privaudit.papers.upcycled.objective_recipe:objective_perturbation",
         default_trials=500,
         suites=(("default", 60), ("claims", 300)),
     ),

@@ -15,19 +15,17 @@
   per-client ε from the ledger (RDP accountant, δ = 1e-3) beside the paper's ε̄ (the ICLR draft's Thm 5.2
   form, which gives 003's 1.59 / 1.40 at the mean client size 224.2), and loss curves.
 
-``python -m privaudit.papers.upcycled.experiments table1 [--workers 2]`` trains, writes the result file
-``reports/evidence/upcycled-table1.json`` and renders ``reports/upcycled-table1.md`` from it;
-``python -m privaudit.papers.upcycled.experiments private`` likewise ``reports/evidence/upcycled-private.json`` →
-``reports/upcycled-private.md`` and its figure. The pages are drawn by :mod:`privaudit.report.evidence.upcycled`;
+``python benchmarks/evidence_upcycled.py table1 [--workers 2]`` trains (:func:`experiment_data`), writes the result
+file ``reports/evidence/upcycled-table1.json`` and renders ``reports/upcycled-table1.md`` from it (:func:`write_evidence`);
+``python benchmarks/evidence_upcycled.py private`` likewise ``reports/evidence/upcycled-private.json`` →
+``reports/upcycled-private.md`` and its figure. The pages are drawn by :mod:`privaudit.papers.upcycled.pages`;
 ``privaudit report reports/evidence/<name>.json --out reports/<name>.md`` re-renders one without training.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -35,8 +33,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privaudit.accounting.ledger import PrivacyLedger
+from privaudit.data.synthetic import synthetic
+from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.privacy.registry import privatize
+from privaudit.papers.upcycled.closed_forms import upcycled_output_perturbation
 from privaudit.progress import progress_bar
+from privaudit.report.evidence import result_path_for, write_page
+from privaudit.report.results import make_result, write_result
 
+#: The command that runs these experiments (recorded in each result file with its arguments).
+COMMAND = "python benchmarks/evidence_upcycled.py"
 BASE_ALGORITHMS = ("fedavg", "fedavgm", "fedprox", "scaffold", "feddyn", "pfedme", "fedyogi")
 TABLE1_DATASETS = {"0.5,0.5": 0.7, "1,1": 0.9}  # Synthetic(α,β) → Upcycled coefficient u (reference settings)
 ALGORITHM_OPTIONS = {"fedprox": {"mu": 0.5}}
@@ -74,8 +83,6 @@ class RunOutcome:
 
 
 def _dataset(name: str):
-    from privaudit.data.synthetic import synthetic
-
     if name == "iid":
         return synthetic(0.0, 0.0, iid=True, num_clients=30, dim=20, num_classes=2, seed=0)
     alpha, beta = (float(v) for v in name.split(","))
@@ -86,10 +93,6 @@ def run_one(request: RunRequest) -> RunOutcome:
     """One federation (run in a worker process; one torch thread)."""
     import torch
 
-    from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.privacy.registry import privatize
 
     torch.set_num_threads(1)
     dataset = _dataset(request.dataset)
@@ -143,6 +146,8 @@ def run_all(requests: Sequence[RunRequest], workers: int, label: str) -> list[Ru
 # -- Table 1 ------------------------------------------------------------------------------------------
 def table1_requests(seeds: Sequence[int] = (0, 1, 2), rounds: int = 80, algorithms: Sequence[str] = BASE_ALGORITHMS,
                     datasets: Sequence[str] = tuple(TABLE1_DATASETS)) -> list[RunRequest]:
+    """003 Table 1's runs: every base algorithm X on every dataset for ``rounds`` rounds, and Upcycled-X (with the
+    dataset's u, osu-srml/Upcycled-FL@4dd7400:README.md) for twice as many iterations, per seed."""
     requests = []
     for dataset in datasets:
         for algorithm in algorithms:
@@ -192,8 +197,6 @@ def private_requests(rounds: int = 80, seed: int = 0) -> list[RunRequest]:
 
 
 def _ledger_epsilons(ledger_dict: dict, delta: float) -> tuple[float, float, str]:
-    from privaudit.accounting.ledger import PrivacyLedger
-
     ledger = PrivacyLedger.from_dict(ledger_dict)
     summary = ledger.summary(delta, accountant="rdp")
     return summary.max_epsilon, summary.mean_epsilon, summary.accountant
@@ -203,8 +206,6 @@ def private_data(outcomes: Sequence[RunOutcome], delta: float) -> dict[str, Any]
     """The ``upcycled-private`` result's data: per run the ledger's ε (RDP, max and mean over clients), the paper's ε̄
     (the ICLR draft's Thm 5.2 form (000) at the mean client size, train + test), final accuracy and loss, and the
     per-iteration (round, training loss, test accuracy) curve; the draft's ε̄ at the Upcycled-FL files' mean size."""
-    from privaudit.accounting.closed_form import upcycled_output_perturbation
-
     runs = []
     accountant = None
     for outcome in outcomes:
@@ -240,43 +241,25 @@ def write_evidence(kind: str, data: dict[str, Any], argv: Sequence[str], reports
 
     The page is ``out``, or ``reports/<kind>.md``.
     """
-    from privaudit.report.evidence import result_path_for, write_page
-    from privaudit.report.results import make_result, write_result
-
     titles = {"upcycled-table1": "Upcycled-FL Table 1 (shape): X vs Upcycled-X with 90 % stragglers",
               "upcycled-private": "Private FedProx vs private Upcycled-FedProx (output perturbation)"}
     page = out or reports / f"{kind}.md"
-    command = " ".join(["python -m privaudit.papers.upcycled.experiments", *argv])
+    command = " ".join([COMMAND, *argv])
     result = write_result(result_path_for(page), make_result(kind, titles[kind], data, {"argv": list(argv)}, command=command, seed=0))
     return write_page(result, page).markdown
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Train → write the result file under ``reports/evidence/`` → render the page with :mod:`privaudit.report`."""
-    parser = argparse.ArgumentParser(prog="python -m privaudit.papers.upcycled.experiments", description="Upcycled-FL evidence runs.")
-    parser.add_argument("experiment", choices=("table1", "private"))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rounds", type=int, default=80)
-    parser.add_argument("--datasets", nargs="+", default=list(TABLE1_DATASETS))
-    parser.add_argument("--algorithms", nargs="+", default=list(BASE_ALGORITHMS))
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--delta", type=float, default=1e-3)
-    parser.add_argument("--out", type=Path, help="the page (default reports/<kind>.md); the result file goes to evidence/ beside it")
-    args = parser.parse_args(argv)
-    reports = Path(os.environ.get("PRIVAUDIT_REPORTS", "reports"))
+def experiment_data(experiment: str, *, seeds: Sequence[int] = (0, 1, 2), rounds: int = 80,
+                    datasets: Sequence[str] = tuple(TABLE1_DATASETS), algorithms: Sequence[str] = BASE_ALGORITHMS,
+                    workers: int = 1, delta: float = 1e-3) -> dict[str, Any]:
+    """Train ``experiment`` (``table1``: :func:`table1_requests`; ``private``: :func:`private_requests` with the first
+    seed) and return its result's data (:func:`table1_data` / :func:`private_data`) with the wall time, workers and CPUs."""
     started = time.perf_counter()
-    if args.experiment == "table1":
-        requests = table1_requests(args.seeds, args.rounds, args.algorithms, args.datasets)
-        outcomes = run_all(requests, args.workers, "Table 1 runs")
-        data = table1_data(outcomes, args.seeds, args.rounds)
+    if experiment == "table1":
+        outcomes = run_all(table1_requests(seeds, rounds, algorithms, datasets), workers, "Table 1 runs")
+        data = table1_data(outcomes, seeds, rounds)
     else:
-        outcomes = run_all(private_requests(args.rounds, args.seeds[0]), args.workers, "private runs")
-        data = private_data(outcomes, args.delta)
-    data.update({"wall_minutes": (time.perf_counter() - started) / 60, "workers": args.workers, "cpus": os.cpu_count()})
-    kind = f"upcycled-{args.experiment}"
-    page = write_evidence(kind, data, sys.argv[1:] if argv is None else list(argv), reports, args.out)
-    print(page.read_text())
-
-
-if __name__ == "__main__":
-    main()
+        outcomes = run_all(private_requests(rounds, seeds[0]), workers, "private runs")
+        data = private_data(outcomes, delta)
+    data.update({"wall_minutes": (time.perf_counter() - started) / 60, "workers": workers, "cpus": os.cpu_count()})
+    return data

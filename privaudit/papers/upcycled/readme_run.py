@@ -18,8 +18,8 @@ The same run from the command line (one seed)::
         --rounds 80 --local-epochs 10 --batch-size 32 --lr 0.07 --privacy output-perturbation --clip 10 --noise 1
         --noise-std sigma-squared --noise-rng clock-ms --double-softmax --eval-train-loss --seed 0 --out runs/readme
 
-``python -m privaudit.papers.upcycled.readme_run --seeds 0 1 2 --data-seeds 0 1`` runs a grid of training and
-data seeds and prints one line per run (with Σ p_i², the weight the aggregated noise keeps: see :func:`noise_weight`).
+``python benchmarks/upcycled_readme_run.py --seeds 0 1 2 --data-seeds 0 1`` runs a grid of training and
+data seeds (:func:`run_readme` each) and prints one line per run (with Σ p_i², the weight the aggregated noise keeps: see :func:`noise_weight`).
 Variants for comparison: ``--noise-rng seeded`` (independent seeded noise), ``--real-clock`` (clock-ms read from
 ``time.time`` when each release is privatized: privaudit's behaviour before the simulated clock, where a round's
 clients, privatized in one loop, share a few milliseconds), ``--no-double-softmax``, ``--no-privacy``, and
@@ -31,11 +31,20 @@ reference's README run uses; ``benchmarks/reference_upcycled.py`` runs the refer
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from privaudit.data import load_dataset
+from privaudit.data.base import ClientData, FederatedDataset
+from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.config import LocalTrainingConfig
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
+from privaudit.fl.run import TrainSpec, run_training
+from privaudit.papers.upcycled.reference_data import load_reference_synthetic
+from privaudit.papers.upcycled.specs import SENSITIVITY_SOURCE
 
 #: Rounds averaged for the reported accuracies (the issue's target: mean of the last 10 rounds).
 LAST_ROUNDS = 10
@@ -55,9 +64,6 @@ REFERENCE_TEST_SIZES = (50, 6, 41, 9, 47, 6, 16, 18, 9, 14, 52, 12, 6, 16, 5,
 def readme_spec(seed: int = 0, data_seed: int = 0, *, rounds: int = 80, double_softmax: bool = True,
                 noise_rng: str = "clock-ms", private: bool = True):
     """The README private run as a :class:`~privaudit.fl.run.TrainSpec` (module docstring)."""
-    from privaudit.fl.engine.config import LocalTrainingConfig
-    from privaudit.fl.run import TrainSpec
-
     return TrainSpec(
         algorithm="fedavg",
         dataset="synthetic:iid",
@@ -82,7 +88,6 @@ def reference_sized_iid(seed: int = 0, dim: int = 20, num_classes: int = 2):
     examples (6,043 and 683). Only the sizes are the reference's; features, model and labels are drawn from ``seed``."""
     import numpy as np
 
-    from privaudit.data.base import ClientData, FederatedDataset
 
     rng = np.random.default_rng(seed)
     feature_std = np.arange(1, dim + 1, dtype=np.float64) ** (-1.2 / 2)
@@ -130,13 +135,11 @@ def _with_real_clock(spec, dataset):
     """``spec`` run with clock-ms read from ``time.time`` at each release (the behaviour the simulated clock replaced)."""
     import time
 
-    from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.privacy.perturbation import OutputPerturbation, OutputPerturbationConfig
 
     options = spec.privacy_options
     config = OutputPerturbationConfig(clip=options["clip"], sigma=options["noise"], noise_std=options["noise_std"], rng="clock-ms")
-    algorithm = make_algorithm(spec.algorithm, {}, privatizer=lambda inner: OutputPerturbation(inner, config, clock=time.time))
+    algorithm = make_algorithm(spec.algorithm, {}, privatizer=lambda inner: OutputPerturbation(
+        inner, config, clock=time.time, sensitivity_source=SENSITIVITY_SOURCE))
     return run_federation(dataset, spec.model, algorithm, spec.federation_config(), progress=False)
 
 
@@ -145,13 +148,8 @@ def run_readme(seed: int = 0, data_seed: int = 0, *, real_clock: bool = False, r
     """Train one README private run; accuracies are means over the last :data:`LAST_ROUNDS` rounds. ``reference_sizes``
     trains on :func:`reference_sized_iid` instead of ``synthetic:iid``, ``reference_data`` (a checkout of the reference
     repository) on its own ``synthetic_iid`` files (``data_seed`` then plays no part)."""
-    from privaudit.data import load_dataset
-    from privaudit.fl.run import run_training
-
     spec = readme_spec(seed, data_seed, **options)
     if reference_data is not None:
-        from privaudit.papers.upcycled.reference_data import load_reference_synthetic
-
         dataset = load_reference_synthetic(reference_data, "synthetic_iid")
     elif reference_sizes:
         dataset = reference_sized_iid(data_seed)
@@ -164,43 +162,3 @@ def run_readme(seed: int = 0, data_seed: int = 0, *, real_clock: bool = False, r
     return ReadmeRun(seed, data_seed, _tail_mean([m.test_accuracy for m in result.history]),
                      _tail_mean([m.global_train_accuracy for m in result.history]),
                      noise_weight([int(n) for n in dataset.client_sizes]), result.seconds)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m privaudit.papers.upcycled.readme_run", description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--data-seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--rounds", type=int, default=80)
-    parser.add_argument("--no-double-softmax", action="store_true", help="train on the logits (privaudit's default loss)")
-    parser.add_argument("--noise-rng", default="clock-ms", choices=("clock-ms", "seeded"))
-    parser.add_argument("--real-clock", action="store_true", help="clock-ms from time.time at each release (not reproducible)")
-    parser.add_argument("--no-privacy", action="store_true", help="the same run without output perturbation")
-    parser.add_argument("--reference-sizes", action="store_true", help="data with the reference files' client sizes")
-    parser.add_argument("--reference-data", metavar="CHECKOUT", default=None,
-                        help="train on the synthetic_iid files of this checkout of osu-srml/Upcycled-FL (4dd7400)")
-    args = parser.parse_args(argv)
-    if args.reference_data is not None and args.reference_sizes:
-        parser.error("--reference-data and --reference-sizes choose different data; give one")
-    if args.reference_data is not None:
-        from privaudit.errors import PrivauditError
-        from privaudit.papers.upcycled.reference_data import load_reference_synthetic
-
-        try:  # a wrong checkout is one line and exit code 2, before any training
-            load_reference_synthetic(args.reference_data, "synthetic_iid")
-        except PrivauditError as error:
-            parser.exit(2, f"error: {error}\n")
-    import torch
-
-    torch.set_num_threads(1)
-    print(f"{'data seed':>9} {'seed':>4} {'Σp²':>6} {'test acc (last 10)':>18} {'train acc (last 10)':>19} {'s':>6}")
-    for data_seed in args.data_seeds:
-        for seed in args.seeds:
-            run = run_readme(seed, data_seed, rounds=args.rounds, double_softmax=not args.no_double_softmax, noise_rng=args.noise_rng,
-                             real_clock=args.real_clock, private=not args.no_privacy, reference_sizes=args.reference_sizes,
-                             reference_data=args.reference_data)
-            print(f"{run.data_seed:>9} {run.seed:>4} {run.noise_weight:>6.4f} {run.test_accuracy:>18.4f} {run.train_accuracy:>19.4f} "
-                  f"{run.seconds:>6.1f}", flush=True)
-
-
-if __name__ == "__main__":
-    main()

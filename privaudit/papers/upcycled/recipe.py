@@ -21,14 +21,7 @@ the version that prints it. Readings (audit points U1, U2, U5):
 The attack is the likelihood-ratio test of the M releases (the Neyman–Pearson test for Gaussian noise) in the
 threat model of :mod:`privaudit.papers.upcycled.trials`.
 
-``objective_perturbation`` — Theorem 6.3 / Fig. 4: 7.25 for Upcycled-FedProx (α = 20, μ = 0.5; M = 40 chosen).
-Readings (audit points U4, U6): the theorem's own setting (GLM, ‖x‖ ≤ 1, exact minimiser, the stated noise law,
-μ > 0 — its assumptions are checked on every run) and the reference settings (local SGD, a 2-output softmax
-layer with bias on raw features, Gamma(feature_len) noise in a cube; FedProx μ = 0.5 as Fig. 4 states and
-FedAvg μ = 0 as the README runs). Every reading is held to the stated 7.25. In the theorem's setting,
-Thm 6.3 evaluated independently for the audited client (7.36 at |D| = 225) is an upper bound above 7.25: it
-cannot certify the stated number, so only an attack decides there (the old reading that set the claim to
-the theorem's own value and then "certified" it is gone).
+Theorem 6.3 (objective perturbation): :mod:`privaudit.papers.upcycled.objective_recipe`.
 """
 
 from __future__ import annotations
@@ -39,15 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from privaudit.accounting.closed_form import upcycled_objective_perturbation, upcycled_output_perturbation
-from privaudit.accounting.mechanisms import Composition, Gaussian
+from privaudit.accounting.mechanisms import Composition, Gaussian, Neighbouring
 from privaudit.audit.claims import Claim
 from privaudit.audit.plan import (
     Analysis,
     AttackInfo,
     ClaimDetails,
     EstimatorChoice,
-    PendingPart,
     Reading,
     Role,
     TrialPlan,
@@ -56,6 +47,9 @@ from privaudit.audit.recipes.accounting import epsilon_of, gaussian_composition_
 from privaudit.audit.recipes.trial_results import paired_scores, summary
 from privaudit.audit.verdict import AccountingEvidence
 from privaudit.papers.upcycled import trials as upcycled_trials
+from privaudit.papers.upcycled.closed_forms import (
+    upcycled_output_perturbation,
+)
 from privaudit.stats.strategies import Explicit
 
 #: Cheap mechanism-only trials (no SGD) run this many times the requested count.
@@ -69,7 +63,9 @@ LR_THREAT = ("the server: sees every release of the canary client, fixes the glo
              "knows the local training's randomness (public per-round seeds); the output noise is secret")
 
 
-def _data(p: dict[str, Any], normalise: bool = False) -> dict[str, Any]:
+def trial_data(p: dict[str, Any], normalise: bool = False) -> dict[str, Any]:
+    """The trials' data: the claim's dataset, its seed and the audited client's size (rows scaled to ‖x‖ ≤ 1 with
+    ``normalise``, Thm 6.3's domain)."""
     data = {"dataset": p["dataset"], "dim": p["dim"], "num_classes": p["num_classes"], "data_seed": p["data_seed"],
             "client_size": p["client_size"]}
     if normalise:
@@ -80,7 +76,7 @@ def _data(p: dict[str, Any], normalise: bool = False) -> dict[str, Any]:
 # ================================================================================================
 # Theorem 6.2 — output perturbation
 # ================================================================================================
-#: The closed form each version of the paper prints (closed_form.upcycled_output_perturbation's ``form``).
+#: The closed form each version of the paper prints (closed_forms.upcycled_output_perturbation's ``form``).
 PRINTED_FORMS = (("tmlr", "003 Thm 6.2 as printed (TMLR): r + 2·sqrt(r·ln(1/δ))"),
                  ("draft", "000 Thm 5.2 as printed (ICLR draft): 2·sqrt(r·ln(1/δ) + r)"))
 
@@ -105,6 +101,8 @@ def _printed(p: dict[str, Any], delta: float, noise_std: str) -> tuple[Accountin
 
 
 def _exact(p: dict[str, Any], delta: float, std: float, *, holds: bool, lower: float | None, why: str) -> AccountingEvidence:
+    """The exact ε of Thm 6.2's mechanism for this client (003 §6): M Gaussian releases of sensitivity τ/|D| and noise
+    std ``std``, composed by a numerical accountant; ``holds`` says whether the sensitivity assumption does."""
     sensitivity = p["clip"] / p["client_size"]
     result = epsilon_of(Composition.of(Gaussian(noise_multiplier=std, sensitivity=sensitivity), p["rounds"]), delta)
     return AccountingEvidence(
@@ -122,9 +120,9 @@ def _exact(p: dict[str, Any], delta: float, std: float, *, holds: bool, lower: f
 def _output_spec(p: dict[str, Any], *, mechanism: str, canary: dict[str, Any], std: float, noise_std: str,
                  rng: str = "seeded", attack: str = "likelihood-ratio") -> dict[str, Any]:
     return {
-        "data": _data(p),
+        "data": trial_data(p),
         "canary": canary,
-        "neighbours": "add-one",
+        "neighbours": Neighbouring.ADD_REMOVE.value,  # add one record: Thm 6.2's proof
         "mechanism": mechanism,
         "training": {"algorithm": "fedprox", "options": {"mu": p["prox_mu"]}, "model": "logreg", "epochs": p["local_epochs"],
                      "batch_size": p["batch_size"], "lr": p["lr"], "momentum": p["momentum"]},
@@ -134,6 +132,8 @@ def _output_spec(p: dict[str, Any], *, mechanism: str, canary: dict[str, Any], s
 
 
 def _sensitivity_details(results: Sequence[dict[str, Any]], p: dict[str, Any], std: float) -> dict[str, Any]:
+    """The measured shifts ‖ξ(D ∪ {canary}) − ξ(D)‖ of the clipped models against Thm 6.2's assumed τ/|D| (audit point
+    U2), and the ε the largest measured shift would give."""
     assumed = p["clip"] / p["client_size"]
     deltas = [float(r["delta_norm"]) for r in results]
     stats = summary(deltas)
@@ -154,21 +154,33 @@ def _lr_estimators() -> tuple[EstimatorChoice, ...]:
     return (EstimatorChoice("cp", Explicit(0.0)), EstimatorChoice("gdp"))
 
 
-def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | PendingPart | ClaimDetails]:
-    p = claim.params
-    delta = claim.delta
-    sigma, sigma_sq = p["sigma"], p["sigma"] ** 2
-    canary_domain = {"kind": "in-domain", "norm": 1.0, "seed": 1}
-    canary_worst = {"kind": "worst-case", "norm": p["worst_case_norm"], "seed": 2}
-    domain_text = ("a record of norm 1 in a random direction (inside the paper's domain ‖x‖ ≤ 1), labelled with the class "
-                   "ω̄ finds least likely")
-    worst_text = (f"a record of norm {p['worst_case_norm']:g} in a random direction (audit point U2), labelled with the class ω̄ finds "
-                  "least likely")
-    sgd_text = (f"FedProx (μ = {p['prox_mu']:g}) local SGD from ω̄ = 0: {p['local_epochs']} epochs, batch {p['batch_size']}, "
-                f"lr {p['lr']:g}, momentum {p['momentum']:g}; clipped to τ = {p['clip']:g}")
-    readings: list[Reading | PendingPart | ClaimDetails] = []
+def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | ClaimDetails]:
+    """Thm 6.2 (003; 000 Thm 5.2): the proof's mechanism (validity), the paper's mechanism on SGD-trained models, and the
+    reference code's σ² noise and clock-seeded generator (audit points U1, U2, U5); Fig. 3's comparison as details."""
+    text = _output_texts(claim.params)
+    return [_theorem_setting(claim, trials, text), *_paper_sgd(claim, trials, text),
+            _reference_sigma_squared(claim, trials, text), _reference_clock(claim, trials, text),
+            ClaimDetails(_comparison(claim.params, claim.delta, claim.epsilon))]
 
-    # -- theorem-setting (validity) ---------------------------------------------------------------
+
+def _output_texts(p: dict[str, Any]) -> dict[str, Any]:
+    """The canaries of the output-perturbation readings and the sentences that describe them and the training."""
+    return {
+        "canary_domain": {"kind": "in-domain", "norm": 1.0, "seed": 1},
+        "canary_worst": {"kind": "worst-case", "norm": p["worst_case_norm"], "seed": 2},
+        "domain": ("a record of norm 1 in a random direction (inside the paper's domain ‖x‖ ≤ 1), labelled with the class "
+                   "ω̄ finds least likely"),
+        "worst": (f"a record of norm {p['worst_case_norm']:g} in a random direction (audit point U2), labelled with the class ω̄ finds "
+                  "least likely"),
+        "sgd": (f"FedProx (μ = {p['prox_mu']:g}) local SGD from ω̄ = 0: {p['local_epochs']} epochs, batch {p['batch_size']}, "
+                f"lr {p['lr']:g}, momentum {p['momentum']:g}; clipped to τ = {p['clip']:g}"),
+    }
+
+
+def _theorem_setting(claim: Claim, trials: int, text: dict[str, Any]) -> Reading:
+    """The proof's mechanism (per-example clipped average + N(0, σ²I)): a correct mechanism the audit must not refute."""
+    p, delta, sigma = claim.params, claim.delta, claim.params["sigma"]
+
     def analyse_theorem(results: Sequence[dict[str, Any]]) -> Analysis:
         in_s, out_s = paired_scores(results)
         measured = max(float(r["delta_norm"]) for r in results)
@@ -182,7 +194,7 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
         return Analysis(evidence, in_s, out_s, {"measured_shift": measured, "assumed_sensitivity": p["clip"] / p["client_size"]},
                         notes=(GDP_NOTE,))
 
-    readings.append(Reading(
+    return Reading(
         reading_id="theorem-setting",
         title="the proof's mechanism: per-example clipped average + N(0, σ²I)",
         role=Role.VALIDITY,
@@ -193,63 +205,78 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
         claimed_delta=delta,
         analyse=analyse_theorem,
         trials=TrialPlan(upcycled_trials.output_perturbation_trial,
-                         _output_spec(p, mechanism="per-example-average", canary=canary_worst, std=sigma, noise_std="sigma"),
+                         _output_spec(p, mechanism="per-example-average", canary=text["canary_worst"], std=sigma,
+                                      noise_std="sigma"),
                          CHEAP_TRIAL_FACTOR * trials, "theorem setting"),
         estimators=_lr_estimators(),
         mechanism="gaussian",  # the release is f(D) + N(0, σ²I) per round, composed: G_μ for the canary pair
-        attack=AttackInfo(LR_ATTACK, LR_THREAT, worst_text + ", whose clipped per-example term has norm τ", "log-likelihood ratio"),
-    ))
+        attack=AttackInfo(LR_ATTACK, LR_THREAT, text["worst"] + ", whose clipped per-example term has norm τ", "log-likelihood ratio"),
+    )
 
-    # -- the paper's mechanism on SGD-trained models -----------------------------------------------
-    def analyse_sgd(std: float, noise_std: str, why: str):
-        def analyse(results: Sequence[dict[str, Any]]) -> Analysis:
-            in_s, out_s = paired_scores(results)
-            evidence = (*_printed(p, delta, noise_std), _exact(p, delta, std, holds=False, lower=None, why=why))
-            return Analysis(evidence, in_s, out_s, _sensitivity_details(results, p, std), notes=(GDP_NOTE,))
-        return analyse
 
-    paper_why = ("sensitivity τ/|D| is assumed, not verified: the clipped model is SGD-trained, with no per-example "
-                 "decomposition (audit point U2) — the measured shifts are in the details")
-    for reading_id, title, canary, text in (
-        ("paper-sgd-domain", "clipped SGD model + N(0, σ²I), in-domain canary", canary_domain, domain_text),
-        ("paper-sgd-worst-case", "clipped SGD model + N(0, σ²I), worst-case record", canary_worst, worst_text),
-    ):
-        readings.append(Reading(
-            reading_id=reading_id,
-            title=title,
-            role=Role.PAPER,
-            description=f"The paper's mechanism as its experiments run it: {sgd_text}; noise std σ = {sigma:g}; canary: {text}.",
-            claimed_epsilon=claim.epsilon,
-            claimed_delta=delta,
-            analyse=analyse_sgd(sigma, "sigma", paper_why),
-            trials=TrialPlan(upcycled_trials.output_perturbation_trial,
-                             _output_spec(p, mechanism="sgd-clipped", canary=canary, std=sigma, noise_std="sigma"),
-                             trials, title),
-            estimators=_lr_estimators(),
-            mechanism="gaussian",  # f(D) + N(0, σ²I) per round, composed: G_μ for the canary pair
-            attack=AttackInfo(LR_ATTACK, LR_THREAT, text, "log-likelihood ratio"),
-        ))
+#: Why the exact accounting of the SGD readings rests on an assumption that fails (audit point U2).
+PAPER_WHY = ("sensitivity τ/|D| is assumed, not verified: the clipped model is SGD-trained, with no per-example "
+             "decomposition (audit point U2) — the measured shifts are in the details")
 
-    # -- the reference code: std σ² ----------------------------------------------------------------
-    readings.append(Reading(
+
+def _sgd_analysis(p: dict[str, Any], delta: float, std: float, noise_std: str, why: str):
+    """The analysis of a reading on SGD-trained models released with noise std ``std``."""
+    def analyse(results: Sequence[dict[str, Any]]) -> Analysis:
+        in_s, out_s = paired_scores(results)
+        evidence = (*_printed(p, delta, noise_std), _exact(p, delta, std, holds=False, lower=None, why=why))
+        return Analysis(evidence, in_s, out_s, _sensitivity_details(results, p, std), notes=(GDP_NOTE,))
+    return analyse
+
+
+def _paper_sgd(claim: Claim, trials: int, text: dict[str, Any]) -> list[Reading]:
+    """The paper's mechanism as its experiments run it (clipped SGD model + N(0, σ²I)), in-domain and worst-case canary."""
+    p, delta, sigma = claim.params, claim.delta, claim.params["sigma"]
+    return [Reading(
+        reading_id=reading_id,
+        title=title,
+        role=Role.PAPER,
+        description=f"The paper's mechanism as its experiments run it: {text['sgd']}; noise std σ = {sigma:g}; canary: {words}.",
+        claimed_epsilon=claim.epsilon,
+        claimed_delta=delta,
+        analyse=_sgd_analysis(p, delta, sigma, "sigma", PAPER_WHY),
+        trials=TrialPlan(upcycled_trials.output_perturbation_trial,
+                         _output_spec(p, mechanism="sgd-clipped", canary=canary, std=sigma, noise_std="sigma"),
+                         trials, title),
+        estimators=_lr_estimators(),
+        mechanism="gaussian",  # f(D) + N(0, σ²I) per round, composed: G_μ for the canary pair
+        attack=AttackInfo(LR_ATTACK, LR_THREAT, words, "log-likelihood ratio"),
+    ) for reading_id, title, canary, words in (
+        ("paper-sgd-domain", "clipped SGD model + N(0, σ²I), in-domain canary", text["canary_domain"], text["domain"]),
+        ("paper-sgd-worst-case", "clipped SGD model + N(0, σ²I), worst-case record", text["canary_worst"], text["worst"]),
+    )]
+
+
+def _reference_sigma_squared(claim: Claim, trials: int, text: dict[str, Any]) -> Reading:
+    """The reference code's noise std σ² (``torch.normal(0, sigma**2)``, audit point U1)."""
+    p, delta, sigma = claim.params, claim.delta, claim.params["sigma"]
+    sigma_sq = sigma**2
+    return Reading(
         reading_id="reference-sigma-squared",
         title="reference code: noise std σ² (torch.normal(0, sigma**2))",
         role=Role.IMPLEMENTATION,
-        description=(f"As the reference code draws it: std σ² = {sigma_sq:g} instead of σ = {sigma:g} (audit point U1); {sgd_text}; "
-                     f"canary: {domain_text}. The closed forms then give 1.74 (003) / 1.75 (000) > 1.59 — upper bounds, "
+        description=(f"As the reference code draws it: std σ² = {sigma_sq:g} instead of σ = {sigma:g} (audit point U1); {text['sgd']}; "
+                     f"canary: {text['domain']}. The closed forms then give 1.74 (003) / 1.75 (000) > 1.59 — upper bounds, "
                      "which refute nothing."),
         claimed_epsilon=claim.epsilon,
         claimed_delta=delta,
-        analyse=analyse_sgd(sigma_sq, "sigma-squared", paper_why),
+        analyse=_sgd_analysis(p, delta, sigma_sq, "sigma-squared", PAPER_WHY),
         trials=TrialPlan(upcycled_trials.output_perturbation_trial,
-                         _output_spec(p, mechanism="sgd-clipped", canary=canary_domain, std=sigma_sq, noise_std="sigma-squared"),
+                         _output_spec(p, mechanism="sgd-clipped", canary=text["canary_domain"], std=sigma_sq,
+                                      noise_std="sigma-squared"),
                          trials, "reference σ²"),
         estimators=_lr_estimators(),
         mechanism="gaussian",  # the release is f(D) + N(0, σ²I) per round, composed: G_μ for the canary pair
-        attack=AttackInfo(LR_ATTACK, LR_THREAT, domain_text, "log-likelihood ratio"),
-    ))
+        attack=AttackInfo(LR_ATTACK, LR_THREAT, text["domain"], "log-likelihood ratio"),
+    )
 
-    # -- the reference code: clock-seeded noise ---------------------------------------------------
+
+def _clock_analysis(p: dict[str, Any], delta: float):
+    """The support argument of clock-seeded noise (audit point U5), with the seed-recovery attack's numbers."""
     def analyse_clock(results: Sequence[dict[str, Any]]) -> Analysis:
         in_s, out_s = paired_scores(results)
         gaps = [float(r["support_gap"]) for r in results]
@@ -282,27 +309,31 @@ def output_perturbation(claim: Claim, trials: int) -> Sequence[Reading | Pending
                     "a hypothesis' clipped model is the recovered model (error = its distance to the true one)",
         }
         return Analysis(evidence, in_s, out_s, details, notes=(GDP_NOTE,))
+    return analyse_clock
 
-    readings.append(Reading(
+
+def _reference_clock(claim: Claim, trials: int, text: dict[str, Any]) -> Reading:
+    """The reference code's release: std σ² and the generator seeded with the clock's milliseconds (audit point U5)."""
+    p, delta = claim.params, claim.delta
+    sigma_sq = p["sigma"] ** 2
+    return Reading(
         reading_id="reference-clock-rng",
         title="reference code: std σ² and clock-seeded noise",
         role=Role.IMPLEMENTATION,
         description=(f"The reference code's release: std σ² = {sigma_sq:g}, the generator seeded with the clock's milliseconds "
-                     f"(≤ 1000 noise vectors, audit point U5); {sgd_text}; canary: {domain_text}."),
+                     f"(≤ 1000 noise vectors, audit point U5); {text['sgd']}; canary: {text['domain']}."),
         claimed_epsilon=claim.epsilon,
         claimed_delta=delta,
-        analyse=analyse_clock,
+        analyse=_clock_analysis(p, delta),
         trials=TrialPlan(upcycled_trials.output_perturbation_trial,
-                         _output_spec(p, mechanism="sgd-clipped", canary=canary_domain, std=sigma_sq, noise_std="sigma-squared",
-                                      rng="clock-ms", attack="seed-recovery"),
+                         _output_spec(p, mechanism="sgd-clipped", canary=text["canary_domain"], std=sigma_sq,
+                                      noise_std="sigma-squared", rng="clock-ms", attack="seed-recovery"),
                          trials, "reference clock RNG"),
         estimators=(EstimatorChoice("cp", Explicit(0.0)), EstimatorChoice("gdp")),
         mechanism="any",  # clock-seeded noise takes ≤ 1000 values: not Gaussian-shaped, so gdp is listed as not run
         attack=AttackInfo("clock-seed recovery", LR_THREAT.replace("the output noise is secret", "the noise seed is the clock's milliseconds"),
-                          domain_text, "distance of the recovered model to ξ(D) minus its distance to ξ(D ∪ {canary})"),
-    ))
-    readings.append(ClaimDetails(_comparison(p, delta, claim.epsilon)))
-    return readings
+                          text["domain"], "distance of the recovered model to ξ(D) minus its distance to ξ(D ∪ {canary})"),
+    )
 
 
 def _comparison(p: dict[str, Any], delta: float, claimed: float) -> dict[str, Any]:
@@ -325,137 +356,3 @@ def _comparison(p: dict[str, Any], delta: float, claimed: float) -> dict[str, An
                          "states no δ). 003's stated 1.40 / 1.59 are the ICLR draft's Thm 5.2 form (draft_thm5_2); 003's own "
                          "Thm 6.2 gives 1.373 / 1.562 (tmlr_thm6_2). Under the reference code's std σ² Upcycled's μ exceeds "
                          "FedProx's, so the comparison reverses for any common sensitivity"}
-
-
-# ================================================================================================
-# Theorem 6.3 — objective perturbation
-# ================================================================================================
-def _objective_spec(p: dict[str, Any], *, model: str, algorithm: str, mu: float, lr: float, noise_law: str, solver: str,
-                    canary: dict[str, Any], normalise: bool) -> dict[str, Any]:
-    options = {"mu": mu} if algorithm == "fedprox" else {}
-    return {
-        "data": _data(p, normalise),
-        "canary": canary,
-        "neighbours": "replace-one",
-        "training": {"algorithm": algorithm, "options": options, "model": model, "epochs": p["local_epochs"],
-                     "batch_size": p["batch_size"], "lr": lr, "momentum": p["momentum"]},
-        "privacy": {"mechanism": "objective-perturbation", "alpha": p["alpha"], "objective_noise": noise_law,
-                    "objective_solver": solver, "noise_rng": "seeded"},
-    }
-
-
-def _objective_evidence(p: dict[str, Any], mu: float, results: Sequence[dict[str, Any]], label: str) -> AccountingEvidence:
-    form = upcycled_objective_perturbation(p["rounds"], p["alpha"], mu, p["u1"], p["u2"], p["client_size"])
-    failures = sorted({f for r in results for f in r["failed_assumptions"]})
-    holds = form.valid and all(bool(r["events_valid"]) for r in results)
-    return AccountingEvidence(
-        label=label,
-        accountant="closed form (Thm 6.3, pure ε-DP, one term per perturbed round)",
-        upper=form.value,
-        implementation=True,
-        assumptions_hold=holds,
-        assumptions=(*form.assumptions, *("fails: " + f for f in form.failed_assumptions),
-                     *("fails (checked on the runs): " + f for f in failures),
-                     *(() if failures or not holds else ("every run's assumption checks held (ledger events valid)",))),
-    )
-
-
-def objective_perturbation(claim: Claim, trials: int) -> Sequence[Reading | PendingPart | ClaimDetails]:
-    p = claim.params
-    projection = "⟨released model, the canary's pull direction at ω̄ = 0⟩ (a one-round release; by post-processing a lower bound for the whole run)"
-    threat = ("the server: fixes ω̄ = 0, knows the local training's randomness, sees the canary client's release; "
-              "the objective's noise is secret")
-    readings: list[Reading | PendingPart | ClaimDetails] = []
-
-    # Thm 6.3 evaluated by privaudit for the audited client: an independent upper bound, compared with the stated 7.25
-    # (never substituted for it — a reading that claims what it then certifies proves nothing).
-    theorem_value = upcycled_objective_perturbation(p["rounds"], p["alpha"], p["mu"], p["u1"], p["u2"], p["client_size"]).value
-    theorem_printed_sum = upcycled_objective_perturbation(p["rounds"], p["alpha"], p["mu"], p["u1"], p["u2"], p["client_size"],
-                                                          terms="printed").value
-    certifies = theorem_value <= claim.epsilon
-
-    def analyse_theorem(results: Sequence[dict[str, Any]]) -> Analysis:
-        in_s, out_s = paired_scores(results)
-        evidence = (_objective_evidence(p, p["mu"], results, f"Thm 6.3 evaluated for this client (|D| = {p['client_size']}, "
-                                                             f"{p['rounds']} terms), assumptions checked on every run"),)
-        details = {
-            "events_valid_fraction": float(np.mean([bool(r["events_valid"]) for r in results])),
-            "stated_epsilon": claim.epsilon,
-            "theorem_for_this_client": theorem_value,
-            "theorem_for_this_client_printed_sum": theorem_printed_sum,
-            "theorem_certifies_stated": certifies,
-            "note": (f"Thm 6.3 for this client gives {theorem_value:.4g} with one term per perturbed round "
-                     f"({theorem_printed_sum:.4g} with the printed sum m = 0..M); "
-                     + ("at or below" if certifies else "above") + f" the stated {claim.epsilon:g}, so the theorem "
-                     + ("certifies" if certifies else "cannot certify") + " the stated number; the attack is the other, "
-                     "independent evidence"),
-        }
-        return Analysis(evidence, in_s, out_s, details, notes=(details["note"],))
-
-    readings.append(Reading(
-        reading_id="theorem-setting",
-        title="Thm 6.3's own setting: GLM, ‖x‖ ≤ 1, exact minimiser, μ > 0",
-        role=Role.PAPER,
-        description=(f"Binary logistic regression without bias (a GLM with u₁ = 1, u₂ = 1/4) on rows scaled to ‖x‖ ≤ 1, "
-                     f"FedProx μ = {p['mu']:g}, noise of density ∝ exp(−α‖n‖) (α = {p['alpha']:g}), exact minimiser by L-BFGS; "
-                     f"canary: a record of norm 1 replacing one of the {p['client_size']} records (replace-one, as the proof)."),
-        claimed_epsilon=claim.epsilon,
-        claimed_delta=claim.delta,
-        analyse=analyse_theorem,
-        trials=TrialPlan(upcycled_trials.objective_perturbation_trial,
-                         _objective_spec(p, model="glm", algorithm="fedprox", mu=p["mu"], lr=p["reference_lr"], noise_law="paper",
-                                         solver="exact", canary={"kind": "in-domain", "norm": 1.0, "seed": 3}, normalise=True),
-                         trials, "Thm 6.3 setting"),
-        estimators=(EstimatorChoice("cp", pilot=max(2, trials // 10)),),
-        attack=AttackInfo("projection on the canary's direction", threat, "a unit-norm record replacing one record", projection),
-        claim_note=(f"claimed ε = {claim.epsilon:g} as 003 Fig. 4 states; Thm 6.3 evaluated for this client gives "
-                    f"{theorem_value:.4g}, computed independently and compared with it (see the claim's details)"),
-    ))
-    for reading_id, title, algorithm, mu, text in (
-        ("reference-fedprox", "reference settings, FedProx μ = 0.5 (Fig. 4's text)", "fedprox", p["mu"],
-         "FedProx μ = 0.5 as Fig. 4 states"),
-        ("reference-readme", "reference settings, FedAvg μ = 0 (the README's example)", "fedavg", 0.0,
-         "FedAvg (μ = 0) as the reference README runs objective perturbation (audit point U6e)"),
-    ):
-        def analyse_reference(results: Sequence[dict[str, Any]], mu: float = mu) -> Analysis:
-            in_s, out_s = paired_scores(results)
-            evidence = (_objective_evidence(p, mu, results, f"Thm 6.3 with μ = {mu:g} for this client"),)
-            return Analysis(evidence, in_s, out_s, {"failed_assumptions": sorted({f for r in results for f in r["failed_assumptions"]})})
-
-        readings.append(Reading(
-            reading_id=reading_id,
-            title=title,
-            role=Role.IMPLEMENTATION,
-            description=(f"As the reference code runs it: {text}; local SGD ({p['local_epochs']} epochs, batch {p['batch_size']}, "
-                         f"lr {p['reference_lr']:g}, momentum {p['momentum']:g}), a 2-output softmax layer with bias on raw features, "
-                         "noise norm Gamma(feature_len, α) in a cube direction (audit point U6a–e); canary: a record of norm "
-                         f"{p['worst_case_norm']:g} replacing one record."),
-            claimed_epsilon=claim.epsilon,
-            claimed_delta=0.0,
-            analyse=analyse_reference,
-            trials=TrialPlan(upcycled_trials.objective_perturbation_trial,
-                             _objective_spec(p, model="logreg", algorithm=algorithm, mu=mu, lr=p["reference_lr"], noise_law="reference",
-                                             solver="sgd", canary={"kind": "worst-case", "norm": p["worst_case_norm"], "seed": 4}, normalise=False),
-                             trials, title),
-            estimators=(EstimatorChoice("cp", pilot=max(2, trials // 10)),),
-            attack=AttackInfo("projection on the canary's direction", threat, f"a record of norm {p['worst_case_norm']:g}", projection),
-        ))
-    readings.append(ClaimDetails(_fig4_check(p, claim.epsilon), notes=(
-        f"Thm 6.3 evaluated by privaudit for the audited client (|D| = {p['client_size']}, μ = {p['mu']:g}, {p['rounds']} terms) "
-        f"gives {theorem_value:.4g} ({theorem_printed_sum:.4g} with the printed sum m = 0..M), "
-        + ("at or below" if certifies else "above") + f" the stated {claim.epsilon:g}: the theorem "
-        + ("certifies" if certifies else "cannot certify") + " the stated number, so the theorem-setting reading is decided "
-        "by its attack alone",)))
-    return readings
-
-
-def _fig4_check(p: dict[str, Any], claimed: float) -> dict[str, Any]:
-    """Thm 6.3 at the mean client size for Fig. 4's two runs and μ ∈ {0.5, 1} (003's 7.36/7.25 fit μ = 1, not the stated 0.5)."""
-    rows = {}
-    for mu in (0.5, 1.0):
-        rows[f"mu={mu:g}"] = {
-            "fedprox": upcycled_objective_perturbation(p["baseline_rounds"], p["baseline_alpha"], mu, p["u1"], p["u2"], p["mean_client_size"]).value,
-            "upcycled": upcycled_objective_perturbation(p["rounds"], p["alpha"], mu, p["u1"], p["u2"], p["mean_client_size"]).value,
-        }
-    return {"fig4_printed_values": {"fedprox": p["baseline_epsilon"], "upcycled": claimed}, "theorem_at_mean_size": rows,
-            "fig4_note": "the printed 7.36 / 7.25 are not what Thm 6.3 gives at the stated μ = 0.5; see which μ reproduces them"}

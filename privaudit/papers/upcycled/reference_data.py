@@ -40,10 +40,9 @@ def _tensors(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidParameterError(f"no reference data file {path}") from None
     except Exception as error:  # an unpickling refusal or a corrupt file: one line, not a traceback
         raise InvalidParameterError(f"{path} is not a reference TensorDataset file: {str(error).splitlines()[0]}") from None
-    tensors = getattr(loaded, "tensors", None)
-    if not isinstance(loaded, TensorDataset) or tensors is None or len(tensors) != 2:
+    if not isinstance(loaded, TensorDataset) or len(loaded.tensors) != 2:
         raise InvalidParameterError(f"{path} must hold a TensorDataset of (features, labels)")
-    features, labels = (t.detach().cpu().numpy() for t in tensors)
+    features, labels = (t.detach().cpu().numpy() for t in loaded.tensors)
     if features.ndim != 2 or labels.ndim != 1 or len(features) != len(labels):
         raise InvalidParameterError(f"{path}: expected N×d features and N labels, got {features.shape} and {labels.shape}")
     if not np.all(np.isfinite(features)) or not np.all(labels == np.round(labels)) or labels.min(initial=0) < 0:
@@ -52,6 +51,8 @@ def _tensors(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _groups(path: Path, size: int) -> dict[int, list[int]]:
+    """The reference's user-group file (client id → record indices, osu-srml/Upcycled-FL@4dd7400:data/<name>/), checked
+    against the dataset's ``size``."""
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:

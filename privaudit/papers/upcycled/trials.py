@@ -17,7 +17,7 @@ recovery come from :mod:`attacks.membership` (``neighbouring_clipped_models``, `
 ``worst_case_record`` / ``in_domain_record``, ``recover_clock_seeds``); releases use the engine's own privatizer
 functions (:mod:`privaudit.fl.privacy.noise`); objective perturbation runs through
 :func:`~privaudit.fl.engine.round_loop.run_federation` with the engine's
-:class:`~privaudit.fl.privacy.perturbation.ObjectivePerturbation` (one client, one round).
+:class:`~privaudit.papers.upcycled.objective_perturbation.ObjectivePerturbation` (one client, one round).
 """
 
 from __future__ import annotations
@@ -29,6 +29,30 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
+from attacks.membership import (
+    NeighbouringClippedModels,
+    clock_noise,
+    in_domain_record,
+    neighbouring_clipped_models,
+    output_perturbation_lr_test,
+    recover_clock_seeds,
+    worst_case_record,
+)
+from attacks.membership.neighbouring_models import least_likely_label
+from privaudit.accounting.mechanisms import Neighbouring
+from privaudit.data import load_dataset
+from privaudit.data.base import ClientData, FederatedDataset
+from privaudit.fl.algorithms.registry import make_algorithm
+from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
+from privaudit.fl.engine.glm import BinaryLogisticGLM
+from privaudit.fl.engine.params import model_state
+from privaudit.fl.engine.round_loop import run_federation
+from privaudit.fl.engine.seeding import SeedTree
+from privaudit.fl.privacy.noise import clock_ms_seed, gaussian_noise
+from privaudit.fl.privacy.perturbation import OutputPerturbationConfig
+from privaudit.fl.privacy.registry import privatize
+from privaudit.models import build_model
 
 CLOCK_SEEDS = 1000  # int(frac(time.time())·1000) ∈ {0, …, 999} (audit point U5)
 
@@ -53,8 +77,6 @@ class AuditProblem:
     row_scale: float
 
     def client(self, world: str):
-        from privaudit.data.base import ClientData
-
         x, y = (self.x_in, self.y_in) if world == "in" else (self.x_out, self.y_out)
         return ClientData(x, y, self.x_test, self.y_test)
 
@@ -65,7 +87,7 @@ def _key(value: Any) -> str:
 
 def problem_from_spec(spec: dict[str, Any]) -> AuditProblem:
     return _problem(_key(spec["data"]), _key(spec["canary"]), _key(spec["training"]["model"]),
-                    str(spec.get("neighbours", "add-one")))
+                    Neighbouring.parse(spec.get("neighbours", Neighbouring.ADD_REMOVE)).value)
 
 
 @lru_cache(maxsize=16)
@@ -73,11 +95,6 @@ def _problem(data_key: str, canary_key: str, model_key: str, neighbours: str) ->
     """The client: ``client_size`` records drawn from the pooled training data (seeded); the canary: audit point U2's
     worst-case record or an in-domain record (``attacks.membership``), labelled with the class the starting
     model ω̄ = 0 finds least likely."""
-    from attacks.membership import in_domain_record, worst_case_record
-    from attacks.membership.neighbouring_models import least_likely_label
-    from privaudit.data import load_dataset
-    from privaudit.fl.engine.params import model_state
-
     data, canary, model_name = json.loads(data_key), json.loads(canary_key), json.loads(model_key)
     dataset = load_dataset(data["dataset"], seed=int(data["data_seed"]), dim=int(data["dim"]),
                            num_classes=int(data["num_classes"]))
@@ -97,13 +114,11 @@ def _problem(data_key: str, canary_key: str, model_key: str, neighbours: str) ->
     if data.get("normalise") and float(np.linalg.norm(cx)) > 1.0 - 1e-6:
         cx = (cx * ((1.0 - 1e-6) / float(np.linalg.norm(cx)))).astype(np.float32)  # strictly inside ‖x‖ ≤ 1
     cy = least_likely_label(model, model_state(model), cx[None])
-    if neighbours == "replace-one":
+    if Neighbouring.parse(neighbours) is Neighbouring.REPLACE_ONE:
         x_in, y_in = x.copy(), y.copy()
         x_in[0], y_in[0] = cx, cy
-    elif neighbours == "add-one":
+    else:  # add/remove: D ∪ {canary} against D
         x_in, y_in = np.concatenate([x, cx[None]]), np.concatenate([y, [cy]])
-    else:
-        raise ValueError(f"unknown neighbouring relation {neighbours!r}")
     test_x, test_y = dataset.test if dataset.test is not None else (x[:8], y[:8])
     return AuditProblem(x, y, x_in, y_in.astype(np.int64), cx.astype(np.float32), int(cy),
                         (test_x[:32] * scale).astype(np.float32), test_y[:32].astype(np.int64),
@@ -115,18 +130,12 @@ def _problem(data_key: str, canary_key: str, model_key: str, neighbours: str) ->
 # ------------------------------------------------------------------------------------------------
 def _fresh_model(training: dict[str, Any], input_shape: tuple[int, ...], num_classes: int):
     """The audited architecture with zero weights: the global model ω̄ = 0 the auditor sends."""
-    from privaudit.models import build_model
-
     if training["model"] == "glm":
-        from privaudit.fl.engine.glm import BinaryLogisticGLM
-
         return BinaryLogisticGLM(int(np.prod(input_shape)))
     return build_model(training["model"], input_shape, num_classes, init="zeros")
 
 
 def _local_config(training: dict[str, Any]):
-    from privaudit.fl.engine.config import LocalTrainingConfig
-
     return LocalTrainingConfig(epochs=int(training["epochs"]), batch_size=int(training["batch_size"]),
                                lr=float(training["lr"]), momentum=float(training["momentum"]))
 
@@ -134,12 +143,6 @@ def _local_config(training: dict[str, Any]):
 def local_training(problem: AuditProblem, world: str, training: dict[str, Any], seed: int,
                    privacy: dict[str, Any] | None = None):
     """The canary client's released model after one engine round from ω̄ = 0, and its privacy events."""
-    from privaudit.data.base import FederatedDataset
-    from privaudit.fl.algorithms.registry import make_algorithm
-    from privaudit.fl.engine.config import FederationConfig
-    from privaudit.fl.engine.round_loop import run_federation
-    from privaudit.fl.privacy.registry import privatize
-
     dataset = FederatedDataset(name=f"audit-client-{world}", clients=[problem.client(world)],
                                num_classes=problem.num_classes, input_shape=problem.input_shape)
     privatizer = None
@@ -156,9 +159,6 @@ def local_training(problem: AuditProblem, world: str, training: dict[str, Any], 
 
 def _clipped_pair(problem: AuditProblem, spec: dict[str, Any], seed: int):
     """ξ(ω(D)) and ξ(ω(D ∪ {canary})) with coupled training randomness (``attacks.membership``)."""
-    from attacks.membership import neighbouring_clipped_models
-    from privaudit.fl.engine.params import model_state
-
     training = spec["training"]
     model = _fresh_model(training, problem.input_shape, problem.num_classes)
     return neighbouring_clipped_models(
@@ -179,7 +179,6 @@ def _per_example_pair(spec_key: str):
     import torch.nn.functional as F
     from torch.func import functional_call, grad, vmap
 
-    from attacks.membership import NeighbouringClippedModels
 
     spec = json.loads(spec_key)
     problem = problem_from_spec(spec)
@@ -216,7 +215,6 @@ def _clock_noise_bank(shapes: tuple[tuple[str, tuple[int, ...]], ...], std: floa
     """The ≤ 1000 noise vectors the clock-seeded generator can draw, flat, one row per seed."""
     import torch
 
-    from attacks.membership import clock_noise
 
     like = {name: torch.zeros(shape) for name, shape in shapes}
     return np.stack([_flat64(clock_noise(like, std, s)) for s in range(CLOCK_SEEDS)])
@@ -233,8 +231,6 @@ def _clock_trial(pair, spec: dict[str, Any], tree) -> dict[str, Any]:
     """Releases seeded by the clock's milliseconds; the seed-recovery attack scores them."""
     import torch
 
-    from attacks.membership import recover_clock_seeds
-    from privaudit.fl.privacy.noise import clock_ms_seed, gaussian_noise
 
     release, std = spec["release"], float(spec["release"]["std"])
     states = {"out": pair.without, "in": pair.with_record}
@@ -270,10 +266,6 @@ def output_perturbation_trial(spec: dict[str, Any], seed: int) -> dict[str, Any]
     The in-score is the log-likelihood ratio of M releases made from ξ(D ∪ {canary}) — the sum of the per-release
     ratios of ``attacks.membership.output_perturbation_lr_test`` — and the out-score that of M releases from ξ(D).
     """
-    from attacks.membership import output_perturbation_lr_test
-    from privaudit.fl.engine.seeding import SeedTree
-    from privaudit.fl.privacy.perturbation import OutputPerturbationConfig
-
     tree = SeedTree(int(seed))
     release = spec["release"]
     if spec["mechanism"] == "per-example-average":

@@ -1,46 +1,35 @@
 """Evidence pages: each committed ``reports/<name>.md`` is rendered from one result file ``reports/evidence/<name>.json``.
 
-One result kind per page (the kinds and their required data keys: :data:`privaudit.report.results.KINDS`); the
-paper's evidence module trains, writes the result file and calls :func:`write_page`; ``privaudit report
+One result kind per page. The pages are plug-ins: each paper declares its own in its ``PAPER`` value
+(:class:`privaudit.plugins.EvidencePageRef`: kind, page name, renderer, and the data keys and inputs a result of
+that kind must hold), and :func:`privaudit.report.results.evidence_pages` reads them from the registry
+(:func:`privaudit.plugins.papers`), so this module names no paper. A renderer is a :class:`PageRenderer`; it is imported only when a page of its kind is
+drawn. The paper's evidence run trains, writes the result file and calls :func:`write_page`; ``privaudit report
 reports/evidence/<name>.json --out reports/<name>.md`` (``make evidence`` for all of them) re-renders a page from
-its committed result file without training. A result's declared inputs (another result it is joined with, a
-figure the run drew) must all exist: a missing one is one error that names the file, never a dropped section.
+its committed result file without training. A result's declared inputs (another result it is joined with, a figure
+the run drew) must all exist: a missing one is one error that names the file, never a dropped section.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from privaudit.errors import InvalidParameterError
 from privaudit.report.blocks import Page, Section
 from privaudit.report.render import page_markdown
-from privaudit.report.results import Result, read_result
+from privaudit.report.results import Result, evidence_pages, read_result
 
 
-@dataclass(frozen=True)
-class EvidencePage:
-    kind: str
-    name: str  # the page is reports/<name>.md, its result file reports/evidence/<name>.json
-    renderer: str  # "module:function" under privaudit.report.evidence, imported when a page of this kind is drawn
+class PageRenderer(Protocol):
+    """What an :class:`~privaudit.plugins.EvidencePageRef`'s ``renderer`` refers to: the page of one result.
 
-    def render(self, result: Result) -> Page:
-        module, _, function = self.renderer.partition(":")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(result)
+    It reads only the result (its ``data``, ``provenance`` and declared ``inputs``) and draws its figures itself; the
+    page's Markdown and image files are written by :func:`write_page`.
+    """
 
-
-PAGES: dict[str, EvidencePage] = {
-    page.kind: page
-    for page in (
-        EvidencePage("upcycled-table1", "upcycled-table1", "upcycled:table1_page"),
-        EvidencePage("upcycled-private", "upcycled-private", "upcycled:private_page"),
-        EvidencePage("privatefl-evidence", "privatefl", "privatefl:page"),
-        EvidencePage("fedreg-evidence", "fedreg", "fedreg:page"),
-        EvidencePage("inversion-evidence", "inversion", "inversion:page"),
-        EvidencePage("pfa-evidence", "pfa", "pfa:page"),
-    )
-}
+    def __call__(self, result: Result) -> Page: ...
 
 
 @dataclass(frozen=True)
@@ -57,15 +46,17 @@ def result_path_for(page: str | Path) -> Path:
 
 def render_page(result: Result) -> Page:
     """The page of an evidence result; a declared input that is missing is one :class:`InvalidParameterError`."""
-    spec = PAGES.get(result.kind)
+    pages = evidence_pages()
+    spec = pages.get(result.kind)
     if spec is None:
         raise InvalidParameterError(f"{result.source or result.title}: a '{result.kind}' result has no evidence page "
-                                    f"(evidence kinds: {', '.join(sorted(PAGES))})")
+                                    f"(evidence kinds: {', '.join(sorted(pages))})")
     missing = result.missing_inputs()
     if missing:
         raise InvalidParameterError(f"{result.source or result.title}: cannot render the {spec.name} page, declared "
                                     f"input(s) missing: {'; '.join(missing)}")
-    return spec.render(result)
+    renderer: PageRenderer = spec.renderer.load()
+    return renderer(result)
 
 
 def write_page(result: Result | str | Path, out: str | Path) -> PageFiles:
@@ -90,7 +81,7 @@ def write_page(result: Result | str | Path, out: str | Path) -> PageFiles:
 def evidence_section(result: Result) -> Section:
     """The page as one section of a ``privaudit report`` (the renderer puts its headings one level down)."""
     page = render_page(result)
-    return Section(f"evidence-{PAGES[result.kind].name}", page.title, list(page.blocks))
+    return Section(f"evidence-{evidence_pages()[result.kind].name}", page.title, list(page.blocks))
 
 
-__all__ = ["PAGES", "EvidencePage", "PageFiles", "evidence_section", "render_page", "result_path_for", "write_page"]
+__all__ = ["PageFiles", "PageRenderer", "evidence_section", "render_page", "result_path_for", "write_page"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from privaudit.audit import ClaimPower
 from privaudit.audit.workflows.gradient_canaries import composition_validity
 from privaudit.cli.app import main
 from privaudit.stats.gdp import gdp_bound
@@ -63,8 +64,7 @@ def test_best_round_null_check_can_fail():
 def test_best_round_finds_the_leaking_round_with_ceiling_and_power():
     null = (deterministic_normal(0.0, 100), deterministic_normal(0.0, 100))
     leaking = (deterministic_normal(3.0, 100), deterministic_normal(0.0, 100))
-    bound = gdp_best_round_lower_bound([null, null, leaking, null, null], significance=0.05, delta=1e-5,
-                                       claimed_epsilon=1.0, power_trials=50)
+    bound = gdp_best_round_lower_bound([null, null, leaking, null, null], significance=0.05, delta=1e-5, claim=ClaimPower(claimed_epsilon=1.0, trials=50))
     assert bound.estimator == "gdp-best-round" and bound.details["best_round_index"] == 2
     assert bound.details["per_round_significance"] == pytest.approx(0.05 / 5)
     assert bound.details["per_round_mu_lb"][0] == 0.0 and 1.0 < bound.details["mu_lb"] < 3.0
@@ -198,7 +198,7 @@ def test_when_clipping_binds_only_the_one_run_bound_decides(capsys, tmp_path, ru
 
 def test_one_run_best_round_null_coverage():
     """Identical in/out laws in every round: the Bonferroni maximum of per-round one-run bounds stays within α."""
-    from privaudit.audit.workflows.gradient_canaries import one_run_best_round_lower_bound
+    from privaudit.stats.one_run_rounds import one_run_best_round_lower_bound
 
     rng = np.random.default_rng(5)
     repetitions = 100

@@ -22,13 +22,14 @@ from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import input_bounds, run_federation
 from privaudit.fl.privacy.registry import privatize
 from privaudit.papers.fedreg.algorithm import FedReg, FedRegConfig
-from privaudit.papers.fedreg.evidence import r_a, table4
+from privaudit.papers.fedreg.evidence import r_a
 from privaudit.papers.fedreg.local_step import (
     fgsm_pseudo_inputs,
     flat_dot,
     regulariser_step,
     soft_cross_entropy,
 )
+from privaudit.papers.fedreg.table4 import table4
 from tests.fl.conftest import make_dataset, tiny_model
 
 

@@ -1,13 +1,28 @@
-"""The inversion evidence script (``python -m privaudit.papers.fedreg.inversion_evidence``): plan, ε column, outputs."""
+"""The inversion evidence (``python benchmarks/evidence_inversion.py``): plan, ε column, outputs, the page's reading."""
 
 from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
 
 import pytest
 
 from attacks.inversion.experiment import defence_epsilon, parse_defence
 from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.papers.fedreg import inversion_evidence as evidence
+from privaudit.papers.fedreg.inversion_reading import fedreg_sentences, mg_rows, mg_summary
 from privaudit.report.results import read_result
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _script():
+    """``benchmarks/evidence_inversion.py``, the command that runs the evidence (its argument parsing only)."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module("evidence_inversion")
 
 
 def test_plan_covers_every_defence_with_both_attacks_and_the_adaptive_one():
@@ -65,8 +80,8 @@ def test_the_first_k_images_of_a_run_equal_a_run_on_k_images():
 
 
 def test_main_writes_the_result_file_grids_and_page(tmp_path):
-    assert evidence.main(["--images", "1", "--adaptive-images", "1", "--iterations", "2", "--datasets", "digits",
-                          "--out-dir", str(tmp_path), "--quiet"]) == 0
+    assert _script().main(["--images", "1", "--adaptive-images", "1", "--iterations", "2", "--datasets", "digits",
+                           "--out-dir", str(tmp_path), "--quiet"]) == 0
     result = read_result(tmp_path / "evidence" / "inversion.json")
     assert result.kind == "inversion-evidence" and result.data["settings"]["iterations"] == 2
     assert set(result.inputs) == {"inversion-digits", "inversion-digits-adaptive", "inversion-digits-analytic-start",
@@ -82,7 +97,7 @@ def test_main_writes_the_result_file_grids_and_page(tmp_path):
         ("FedReg", "adaptive (labels known)", "upcycled-mlp"), ("FedReg+MG", "adaptive (labels known)", "upcycled-mlp")]
     assert all(r["label_accuracy"] == 1.0 and len(r["matching_loss"]) == 1 for r in informed)
     # the header and the provenance name the command line that ran, not one rebuilt from the settings
-    ran = ("python -m privaudit.papers.fedreg.inversion_evidence --images 1 --adaptive-images 1 --iterations 2 "
+    ran = ("python benchmarks/evidence_inversion.py --images 1 --adaptive-images 1 --iterations 2 "
            f"--datasets digits --out-dir {tmp_path} --quiet")
     assert result.provenance["command"] == ran
     anatomy = result.data["update_anatomy"]
@@ -103,9 +118,9 @@ def test_main_writes_the_result_file_grids_and_page(tmp_path):
 def test_adaptive_only_reruns_the_strong_rows_and_keeps_every_other(tmp_path):
     common = ["--images", "1", "--adaptive-images", "1", "--iterations", "2", "--datasets", "digits",
               "--out-dir", str(tmp_path), "--quiet"]
-    assert evidence.main(common) == 0
+    assert _script().main(common) == 0
     before = read_result(tmp_path / "evidence" / "inversion.json").data["records"]
-    assert evidence.main([*common, "--iterations", "3", "--adaptive-only", "--variants", "analytic-start"]) == 0
+    assert _script().main([*common, "--iterations", "3", "--adaptive-only", "--variants", "analytic-start"]) == 0
     result = read_result(tmp_path / "evidence" / "inversion.json")
     after = result.data["records"]
     seeded = "adaptive, analytic start"
@@ -115,7 +130,7 @@ def test_adaptive_only_reruns_the_strong_rows_and_keeps_every_other(tmp_path):
     rerun = result.data["settings"]["adaptive_reruns"]
     assert len(rerun) == 1 and "--adaptive-only" in rerun[0]["command"] and list(rerun[0]["strong_adaptive"]) == [seeded]
     assert result.provenance["command"].endswith("--quiet")  # the full run's provenance stays
-    assert evidence.main([*common, "--adaptive-only", "--variants", "analytic-start", "--datasets", "digits"]) == 0
+    assert _script().main([*common, "--adaptive-only", "--variants", "analytic-start", "--datasets", "digits"]) == 0
     reruns = read_result(tmp_path / "evidence" / "inversion.json").data["settings"]["adaptive_reruns"]
     assert len(reruns) == 1 and reruns[0]["iterations"] == 2  # the superseded re-run is no longer listed
     page = (tmp_path / "inversion.md").read_text()
@@ -124,7 +139,7 @@ def test_adaptive_only_reruns_the_strong_rows_and_keeps_every_other(tmp_path):
 
 def test_adaptive_only_refuses_a_missing_result_file_before_any_work(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        evidence.main(["--adaptive-only", "--out-dir", str(tmp_path), "--quiet"])
+        _script().main(["--adaptive-only", "--out-dir", str(tmp_path), "--quiet"])
     assert exit_info.value.code == 2
     assert "merges into an existing result file" in capsys.readouterr().err
 
@@ -140,8 +155,6 @@ def test_update_anatomy_separates_the_regulariser_from_sgd():
 
 
 def test_reading_attributes_the_drop_to_the_regulariser_and_the_rest_to_mg():
-    from privaudit.report.evidence.inversion import _fedreg_sentences
-
     def record(defence, attack, psnr, loss=None):
         return {"defence": defence, "attack": attack, "psnr": [psnr], "images": 1, "matching_loss": [loss]}
 
@@ -149,7 +162,7 @@ def test_reading_attributes_the_drop_to_the_regulariser_and_the_rest_to_mg():
             record("FedReg", "adaptive (labels known)", 8.0, 0.05), record("FedReg+MG", "adaptive (labels known)", 7.5)]
     anatomy = {label: {"simulation_one_minus_cos": [0.0], "norm_ratio_to_sgd": [0.1], "one_minus_cos_to_sgd": [0.9],
                        "idlg_correct_released": [False], "idlg_correct_sgd": [True]} for label in ("FedReg", "FedReg+MG")}
-    text = " ".join(_fedreg_sentences(rows, anatomy, lambda r, first=None: r["psnr"][0], {"psnr": [30.0]}))
+    text = " ".join(fedreg_sentences(rows, anatomy, lambda r, first=None: r["psnr"][0], {"psnr": [30.0]}))
     assert "FedAvg → plain FedReg (the regulariser): -24.0 dB" in text
     assert "plain FedReg → FedReg+MG (MG): -1.0 dB" in text
     assert "MG's measured effect under this attack is -0.5 dB" in text
@@ -157,8 +170,6 @@ def test_reading_attributes_the_drop_to_the_regulariser_and_the_rest_to_mg():
 
 
 def test_reading_states_what_mg_adds_only_under_an_attack_that_inverts_plain_fedreg():
-    from privaudit.report.evidence.inversion import _fedreg_sentences
-
     def record(defence, variant, psnr, known=True):
         return {"defence": defence, "attack": variant + (" (labels known)" if known else ""), "psnr": psnr, "images": len(psnr),
                 "model": "upcycled-mlp", "variant": variant, "iterations": 300, "label_accuracy": 1.0, "matching_loss": [0.01],
@@ -167,17 +178,15 @@ def test_reading_states_what_mg_adds_only_under_an_attack_that_inverts_plain_fed
     rows = [record("FedReg", "adaptive, analytic start", [40.0, 30.0]),
             record("FedReg+MG", "adaptive, analytic start", [25.0, 15.0]),
             record("FedReg", "adaptive, continuation", [8.0, 25.0]), record("FedReg+MG", "adaptive, continuation", [9.0, 9.0])]
-    text = " ".join(_fedreg_sentences(rows, {}, lambda r, first=None: sum(r["psnr"]) / len(r["psnr"]), None))
+    text = " ".join(fedreg_sentences(rows, {}, lambda r, first=None: sum(r["psnr"]) / len(r["psnr"]), None))
     assert "plain FedReg 35.0 dB (40.0 / 30.0), FedReg+MG 20.0 dB (25.0 / 15.0)" in text
     assert "what MG adds against this attack: stops the attack on 1/2 image(s) (Δ -15.0 dB)" in text
     assert "It does not invert plain FedReg (1/2 image(s) ≥ 20 dB" in text and "is no measure of MG's protection" in text
     assert "closed-form first-layer recovery" in text
-    from privaudit.report.evidence.inversion import _mg_rows, _mg_summary
-
     for row in rows:
         row["dataset"] = "digits"
-    table = {tuple(r[:2]): r[5:] for r in _mg_rows(rows)}
+    table = {tuple(r[:2]): r[5:] for r in mg_rows(rows)}
     assert table[("digits", "adaptive, analytic start (labels known)")] == [
         "2/2", "1/2", "stops the attack on 1/2 image(s) (Δ -15.0 dB)"]
     assert table[("digits", "adaptive, continuation (labels known)")][2].startswith("not measured")
-    assert "MG stops it on 1/2 (digits" in " ".join(_mg_summary(rows))
+    assert "MG stops it on 1/2 (digits" in " ".join(mg_summary(rows))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privaudit.accounting.closed_form import pfa_reference_noise
 from privaudit.accounting.prv import PrvAccountant
 from privaudit.accounting.rdp import RdpAccountant
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.privacy.dpsgd import steps_per_epoch
 from privaudit.papers.pfa.budget_calibration import (
+    ClientPlan,
     calibrate_clients,
     client_privacy,
     local_schedule,
@@ -20,6 +20,7 @@ from privaudit.papers.pfa.budget_calibration import (
     spent_epsilon,
     summarise_privacy,
 )
+from privaudit.papers.pfa.closed_forms import pfa_reference_noise
 
 #: The RDP orders the reference values below were computed with (dp-accounting 0.6, computed independently of privaudit).
 SPEC_ORDERS = [1 + x / 10 for x in range(1, 100)] + list(range(12, 64)) + [80, 128, 256, 512, 1024]
@@ -104,12 +105,11 @@ def test_local_schedule_matches_dpsgd_epochs():
 
 
 def test_plan_client_privacy_and_summary():
-    rows = plan_client_privacy([0.1, 10.0], [225, 225], batch_size=8, clients_per_round=2, rounds=20, local_steps=29,
-                               delta=1e-5, calibration="reference")
+    plan = ClientPlan(batch_size=8, clients_per_round=2, rounds=20, local_steps=29, delta=1e-5)
+    rows = plan_client_privacy([0.1, 10.0], [225, 225], plan, calibration="reference")
     summary = summarise_privacy(rows)
     assert summary["clients"] == 2 and summary["calibration"] == "reference"
     assert rows[0].realised_steps == 20 * 29 and np.isclose(rows[0].planned_steps, 20 * 29)
     assert rows[0].epsilon_realised < 0.1  # the reference closed form over-noises small budgets
-    real = plan_client_privacy([0.1, 10.0], [225, 225], batch_size=8, clients_per_round=2, rounds=20, local_steps=29,
-                               delta=1e-5, calibration="rdp", realised_steps={0: 29, 1: 0})
+    real = plan_client_privacy([0.1, 10.0], [225, 225], plan, calibration="rdp", realised_steps={0: 29, 1: 0})
     assert real[1].epsilon_realised == 0.0 and real[0].epsilon_realised < real[0].epsilon_at_plan <= 0.1

@@ -1,4 +1,4 @@
-"""The PFA evidence pipeline on a few short runs (the full one: ``python -m privaudit.papers.pfa.evidence``)."""
+"""The PFA evidence pipeline on a few short runs (the full one: ``python benchmarks/evidence_pfa.py``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_evidence_pipeline(tmp_path):
     private_ratios = [r["ratio"] for c, r in reference.items() if c not in public and r["realised_steps"]]
     assert private_ratios and max(private_ratios) < 0.2  # the closed form over-noises small budgets (audit point F1)
     data = evidence_data(outcomes, 1.0, 1)
-    page = write_evidence(data, tmp_path, "python -m privaudit.papers.pfa.evidence --quick")
+    page = write_evidence(data, tmp_path, "python benchmarks/evidence_pfa.py --quick")
     assert read_result(tmp_path / "evidence" / "pfa.json").kind == "pfa-evidence"
     assert all((tmp_path / name).stat().st_size > 0 for name in ("pfa-accuracy-lr.png", "pfa-uplink.png"))
     text = page.read_text()

@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from privaudit.accounting.accountants import get_accountant
-from privaudit.accounting.closed_form import per_tensor_effective_multiplier
 from privaudit.accounting.ledger import SERVER
 from privaudit.accounting.mechanisms import Composition, Gaussian, Skellam, SubsampledGaussian
 from privaudit.errors import InvalidParameterError
@@ -21,7 +20,7 @@ from privaudit.fl.privacy.central_dp import (
     CentralDP,
     CentralDPConfig,
     adapt_clip,
-    reference_release,
+    central_dp,
 )
 from privaudit.fl.privacy.distributed_dp import (
     DistributedDP,
@@ -33,6 +32,8 @@ from privaudit.fl.privacy.distributed_dp import (
 )
 from privaudit.fl.privacy.hadamard import random_signs, rotate, unrotate, walsh_hadamard
 from privaudit.papers.privatefl.algorithm import PrivateFL
+from privaudit.papers.privatefl.central_dp import PrivateFLCentralDP, reference_release
+from privaudit.papers.privatefl.closed_forms import per_tensor_effective_multiplier
 from privaudit.papers.privatefl.transform import PersonalAffine, PersonalisedModel
 from tests.fl.conftest import make_dataset
 
@@ -54,7 +55,7 @@ def _run(algorithm, rounds: int = 3, **config):
 
 # -- CDP ------------------------------------------------------------------------------------------
 def test_paper_variant_records_sigma_times_the_median_norm_and_is_not_valid():
-    cdp = CentralDP(PrivateFL(), CentralDPConfig("paper", noise_multiplier=3.0, client_rate=1.0, num_clients=6))
+    cdp = PrivateFLCentralDP(PrivateFL(), CentralDPConfig("paper", noise_multiplier=3.0, client_rate=1.0, num_clients=6))
     result = _run(cdp)
     events = result.ledger.events
     assert [e.client_id for e in events] == [SERVER] * 3 and [e.round for e in events] == [1, 2, 3]
@@ -66,7 +67,7 @@ def test_paper_variant_records_sigma_times_the_median_norm_and_is_not_valid():
 
 
 def test_reference_variant_records_sigma_over_root_l_and_is_not_valid():
-    cdp = CentralDP(PrivateFL(), CentralDPConfig("reference", noise_multiplier=6.0, client_rate=1.0, num_clients=6))
+    cdp = PrivateFLCentralDP(PrivateFL(), CentralDPConfig("reference", noise_multiplier=6.0, client_rate=1.0, num_clients=6))
     result = _run(cdp, rounds=2)
     tensors = 2  # the two body weights; the transformation is never aggregated
     for event in result.ledger.events:
@@ -116,7 +117,15 @@ def test_dp_fedavg_records_subsampled_gaussians_and_adaptive_clipping_its_quanti
     cdp = CentralDP(PrivateFL(), adaptive)
     result = _run(cdp, rounds=3, clients_per_round=0.5, sampling="poisson")
     mechanisms = [e.mechanism for e in result.ledger.events]
-    assert mechanisms.count(SubsampledGaussian(1.2, 0.5)) == 3 and mechanisms.count(SubsampledGaussian(4.0, 0.5)) == 3
+    # the mean (σ = 1.2) and the centred count (2σ_b = 4) are released for the same sampled clients: one Gaussian of
+    # multiplier (1.2⁻² + 4⁻²)^(-1/2), subsampled once, per round
+    combined = 1.0 / math.sqrt(1.2 ** -2 + 4.0 ** -2)
+    assert mechanisms == [SubsampledGaussian(combined, 0.5)] * 3
+    # accounting the two releases as separately subsampled events (independent samples) would understate ε
+    separate = Composition([(SubsampledGaussian(1.2, 0.5), 3), (SubsampledGaussian(4.0, 0.5), 3)])
+    joint = Composition.of(SubsampledGaussian(combined, 0.5), 3)
+    accountant = get_accountant("rdp")
+    assert accountant.epsilon(joint, 1e-5).epsilon > accountant.epsilon(separate, 1e-5).epsilon
     clips = [h["clip"] for h in cdp.clip_history]
     assert clips[0] == 0.5 and len(set(clips)) == 3  # the clip norm moves
 
@@ -222,3 +231,11 @@ def test_ddp_federation_releases_only_the_modular_sum_and_records_skellam_events
     eps = result.ledger.summary(1e-3, "auto").per_client[SERVER]  # prv and pld decline Skellam; rdp answers
     assert math.isfinite(eps.epsilon) and eps.valid
     assert eps.epsilon == pytest.approx(get_accountant("rdp").epsilon(Composition.of(events[0].mechanism, 2), 1e-3).epsilon)
+
+
+def test_the_median_variants_are_the_papers_and_central_dp_builds_them():
+    """CentralDP itself runs dp-fedavg only; the median variants come from PrivateFL's registered class."""
+    with pytest.raises(InvalidParameterError, match="paper variant of central DP is a paper's"):
+        CentralDP(PrivateFL(), CentralDPConfig("paper", noise_multiplier=1.0))
+    assert type(central_dp(PrivateFL(), CentralDPConfig("reference", noise_multiplier=1.0))) is PrivateFLCentralDP
+    assert type(central_dp(PrivateFL(), CentralDPConfig("dp-fedavg", noise_multiplier=1.0))) is CentralDP

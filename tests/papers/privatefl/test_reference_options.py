@@ -11,9 +11,10 @@ from privaudit.errors import InvalidParameterError
 from privaudit.fl.engine.config import FederationConfig, LocalTrainingConfig
 from privaudit.fl.engine.round_loop import RoundObserver, run_federation
 from privaudit.fl.engine.seeding import seeded_torch_global
-from privaudit.fl.privacy.central_dp import CentralDP, CentralDPConfig
+from privaudit.fl.privacy.central_dp import CentralDPConfig
 from privaudit.fl.privacy.local_dp import CalibrationTarget, calibrate_client_noise, client_sample_rate
 from privaudit.papers.privatefl.algorithm import PrivateFL
+from privaudit.papers.privatefl.central_dp import PrivateFLCentralDP
 from privaudit.papers.privatefl.experiment import PrivateFLConfig, privacy_wrapper
 from privaudit.papers.privatefl.personal_layers import is_personal
 from privaudit.papers.privatefl.specs import train_defaults
@@ -101,7 +102,7 @@ def test_reference_cdp_divides_by_sr_times_n_as_a_float():
     assert exact.reference_divisor == pytest.approx(6.0) == exact.expected_clients
     fractional = CentralDPConfig("reference", noise_multiplier=1.0, client_rate=0.25, num_clients=10, client_sampling="fixed-size")
     assert fractional.expected_clients == 2.0 and fractional.reference_divisor == pytest.approx(2.5)
-    cdp = CentralDP(PrivateFL(), CentralDPConfig("reference", noise_multiplier=1e-12, client_rate=0.5, num_clients=5))
+    cdp = PrivateFLCentralDP(PrivateFL(), CentralDPConfig("reference", noise_multiplier=1e-12, client_rate=0.5, num_clients=5))
     model = seeded_torch_global(0, lambda: PersonalisedModel(nn.Sequential(nn.Linear(5, 3, bias=False)), PersonalAffine((5,))))
     config = FederationConfig(rounds=1, local=LocalTrainingConfig(epochs=1, batch_size=8, lr=0.1, momentum=0.0), execution="sequential",
                               clients_per_round=0.5)

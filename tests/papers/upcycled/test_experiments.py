@@ -1,4 +1,4 @@
-"""Scaled-down evidence runs (the full ones: ``python -m privaudit.papers.upcycled.experiments table1|private``)."""
+"""Scaled-down evidence runs (the full ones: ``python benchmarks/evidence_upcycled.py table1|private``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_table1_pipeline(tmp_path):
     for row in ("| FedProx |", "| Upcycled-FedProx |", "| pFedMe |", "| Upcycled-pFedMe |"):
         assert row in text
     assert "personalised accuracy" in text
-    assert "`python -m privaudit.papers.upcycled.experiments table1 --rounds 6` re-runs the experiment" in text
+    assert "`python benchmarks/evidence_upcycled.py table1 --rounds 6` re-runs the experiment" in text
 
 
 def test_private_pipeline(tmp_path):

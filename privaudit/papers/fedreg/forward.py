@@ -5,17 +5,21 @@ Training" (FedReg), ICLR 2022 — §3.2 eq. (10)–(11) (pseudo/perturbed-data r
 (modified gradient); reference code Zoesgithub/FedReg@34b081f:FedUtils/fed/fedreg.py.
 
 The pure pieces live in :mod:`privaudit.papers.fedreg.local_step` (the training engine,
-``privaudit.papers.fedreg.algorithm``, uses the same ones) and are re-exported here:
+:mod:`privaudit.papers.fedreg.algorithm`, uses the same ones):
 
-* :func:`modified_gradient` — eq. (12): remove from the data gradient its component along the gradient
-  of the pseudo data with uniform labels.
-* :func:`fgsm_pseudo_inputs` — E signed-gradient *ascent* steps from the local inputs on the global model
-  (§3.2; the reference code's ``FSGM``), clamped to the data range (the reference code discards its clamp,
-  audit point R6). For an attacker the result can be made differentiable in the inputs: through every
-  step with a straight-through estimator for the sign (``"straight-through"``), or by treating the FGSM
+* :func:`~privaudit.papers.fedreg.local_step.modified_gradient` — eq. (12): remove from the data gradient its
+  component along the gradient of the pseudo data with uniform labels.
+* :func:`~privaudit.papers.fedreg.local_step.fgsm_pseudo_inputs` — E signed-gradient *ascent* steps from the local
+  inputs on the global model (§3.2; the reference code's ``FSGM``), clamped to the data range (the reference code
+  discards its clamp, audit point R6). For an attacker the result can be made differentiable in the inputs: through
+  every step with a straight-through estimator for the sign (``"straight-through"``), or by treating the FGSM
   displacement as a constant (``"identity"``: ∂x^s/∂x = I, cheaper, no second-order terms).
-* :class:`FedRegLocalTraining` — the client's K local steps of eq. (11) with MG (eq. 12) and, optionally,
-  the regulariser of eq. (10); releases θ_K − θ_0. This is the adaptive attacker's forward model.
+
+:class:`FedRegLocalTraining` here is the client's K local steps of eq. (11) with MG (eq. 12) and, optionally, the
+regulariser of eq. (10), written functionally on the inversion attacks' model (:mod:`attacks.inversion.functional_model`);
+it releases θ_K − θ_0. It is a :class:`~attacks.inversion.client_simulation.ClientSimulator`: the adaptive attacker's
+forward model (:mod:`privaudit.papers.fedreg.attacks`) and, with ``create_graph=False``, what a FedReg client releases
+in an inversion experiment (:mod:`privaudit.papers.fedreg.defences`).
 
 D^{s'} follows the reference code (``generate_fake`` then uniform labels): the pseudo inputs are generated
 from x with the true (or attacker-inferred) labels on the global model θ^{(t−1)}, then given the uniform
@@ -29,26 +33,15 @@ from typing import Any
 
 import torch
 
+from attacks.inversion.client_simulation import batch_slices, fresh_leaves, loss_gradient
+from attacks.inversion.functional_model import FunctionalModel, ParamDict
 from privaudit.errors import InvalidParameterError
 from privaudit.papers.fedreg.local_step import (
     FGSM_GRADIENTS,
     fgsm_pseudo_inputs,
     modified_gradient,
     regulariser_step,
-    sign_straight_through,
 )
-
-from .client_simulation import batch_slices, fresh_leaves, loss_gradient
-from .functional_model import FunctionalModel, ParamDict
-
-__all__ = [
-    "FGSM_GRADIENTS",
-    "FedRegLocalTraining",
-    "fgsm_pseudo_inputs",
-    "modified_gradient",
-    "regulariser_step",
-    "sign_straight_through",
-]
 
 
 @dataclass(frozen=True)

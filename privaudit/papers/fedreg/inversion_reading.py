@@ -1,10 +1,9 @@
-"""The inversion evidence page (``inversion-evidence``): gradient inversion vs ε for FedAvg, DP-SGD, FedReg, FedReg+MG.
+"""The sentences and rows of the inversion evidence page (:func:`privaudit.papers.fedreg.pages.inversion_page`).
 
-FedReg audit points R1, R2, R4, R5 (listed in the README; FedReg, 002 §4.5 and App. B.4's one-example updates).
-Rendered from the result file ``privaudit.papers.fedreg.inversion_evidence`` writes: its settings and one record
-per dataset × defence × attack (PSNR and SSIM per image, label accuracy, ε, seconds). The reconstruction grids are
-figures the run drew from the reconstructions themselves, which the result file does not hold: it declares them
-as inputs (``inversion-<dataset>[-adaptive]`` → the PNG), and the page shows them as they are.
+FedReg audit points R1, R2, R4, R5 (listed in the README; FedReg, 002 §4.5 and App. B.4's one-example updates): every
+sentence is computed from the measured records of an ``inversion-evidence`` result and the update anatomy
+(:mod:`privaudit.papers.fedreg.update_anatomy`) — what FedReg's regulariser (eq. 10) and MG (eq. 12) each do under
+the naive and the adaptive attacks, and whether an adaptive attack inverts plain FedReg at all; no fixed conclusions.
 """
 
 from __future__ import annotations
@@ -13,14 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from privaudit.report.blocks import Block, Bullets, Heading, Image, Images, Page, Paragraph, Table
-from privaudit.report.evidence.common import regenerate
-from privaudit.report.results import Result
 
-NAME = "inversion"
-
-
-def _mean(values: Sequence[float]) -> float | None:
+def image_mean(values: Sequence[float]) -> float | None:
     """The mean, ``inf`` if any value is infinite (exact recovery), ``None`` for no values."""
     finite = [v for v in values if math.isfinite(v)]
     if not values:
@@ -28,7 +21,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(sum(values) / len(values)) if len(finite) == len(values) else float("inf")
 
 
-def _f(value: Any, digits: int = 1) -> str:
+def fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "—"
     if isinstance(value, str):
@@ -38,7 +31,7 @@ def _f(value: Any, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
-def _eps(value: float | str) -> str:
+def fmt_epsilon(value: float | str) -> str:
     return value if isinstance(value, str) else f"{value:.3g}"
 
 
@@ -88,7 +81,7 @@ def _landscape_sentence(landscape: Sequence[dict[str, Any]]) -> str:
 INVERTS_DB = 20.0
 
 
-def _variant_description(options: dict[str, Any]) -> str:
+def variant_description(options: dict[str, Any]) -> str:
     """How an adaptive variant runs, from its recorded attack options."""
     parts = []
     if options.get("start") == "analytic":
@@ -116,11 +109,11 @@ def _strong_sentences(mine: list[dict[str, Any]], psnr: Any) -> list[str]:
             if not (plain and mg):
                 continue
             p_psnr, m_psnr = psnr(plain), psnr(mg)
-            per = lambda r: " / ".join(_f(v) for v in r["psnr"])  # noqa: E731
+            per = lambda r: " / ".join(fmt(v) for v in r["psnr"])  # noqa: E731
             inverted = sum(v >= INVERTS_DB for v in plain["psnr"])
-            text = (f"**{label}** on `{plain['model']}` ({_variant_description(plain.get('attack_options') or {})}; "
-                    f"{plain['images']} image(s), {plain.get('iterations')} iterations): plain FedReg {_f(p_psnr)} dB "
-                    f"({per(plain)}), FedReg+MG {_f(m_psnr)} dB ({per(mg)})")
+            text = (f"**{label}** on `{plain['model']}` ({variant_description(plain.get('attack_options') or {})}; "
+                    f"{plain['images']} image(s), {plain.get('iterations')} iterations): plain FedReg {fmt(p_psnr)} dB "
+                    f"({per(plain)}), FedReg+MG {fmt(m_psnr)} dB ({per(mg)})")
             labels_wrong = _wrong_label_shares(plain, mg)
             if labels_wrong:
                 text += f"; share of right iDLG labels: {', '.join(labels_wrong)}"
@@ -154,7 +147,7 @@ def _inverted(record: dict[str, Any]) -> int:
 
 def _mg_verdict(plain: dict[str, Any], mg: dict[str, Any]) -> str:
     """What MG adds against one attack, from the measured pair: only where the attack inverts plain FedReg."""
-    delta = _signed((_mean(mg["psnr"]) or 0) - (_mean(plain["psnr"]) or 0))
+    delta = _signed((image_mean(mg["psnr"]) or 0) - (image_mean(plain["psnr"]) or 0))
     if _inverted(plain) < len(plain["psnr"]):
         return f"not measured: the attack fails on plain FedReg (Δ {delta} dB)"
     stopped = len(mg["psnr"]) - _inverted(mg)
@@ -163,27 +156,27 @@ def _mg_verdict(plain: dict[str, Any], mg: dict[str, Any]) -> str:
     return f"stops the attack on {stopped}/{len(mg['psnr'])} image(s) (Δ {delta} dB)"
 
 
-def _mg_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+def mg_rows(records: list[dict[str, Any]]) -> list[list[str]]:
     """One row per dataset × adaptive attack × label mode: plain FedReg against FedReg+MG under the same attack, with
     how many images each is inverted on (≥ :data:`INVERTS_DB`) and what MG adds — only where the attack inverts plain
     FedReg on every image is the difference MG's."""
     return [[plain["dataset"], plain["attack"], str(plain.get("model", "—")),
-             f"{_f(_mean(plain['psnr']))} ({' / '.join(_f(v) for v in plain['psnr'])})",
-             f"{_f(_mean(mg['psnr']))} ({' / '.join(_f(v) for v in mg['psnr'])})",
+             f"{fmt(image_mean(plain['psnr']))} ({' / '.join(fmt(v) for v in plain['psnr'])})",
+             f"{fmt(image_mean(mg['psnr']))} ({' / '.join(fmt(v) for v in mg['psnr'])})",
              f"{_inverted(plain)}/{len(plain['psnr'])}", f"{_inverted(mg)}/{len(mg['psnr'])}", _mg_verdict(plain, mg)]
             for plain, mg in _mg_pairs(records)]
 
 
-def _mg_summary(records: list[dict[str, Any]]) -> list[str]:
+def mg_summary(records: list[dict[str, Any]]) -> list[str]:
     """Per model: whether any adaptive attack inverts plain FedReg on every image, and what MG then adds."""
     lines = []
     for model in dict.fromkeys(str(p.get("model")) for p, _ in _mg_pairs(records)):
         pairs = [(p, m) for p, m in _mg_pairs(records) if str(p.get("model")) == model]
         winning = [(p, m) for p, m in pairs if _inverted(p) == len(p["psnr"])]
-        best = max(pairs, key=lambda pm: _mean(pm[0]["psnr"]) or 0.0)[0]
+        best = max(pairs, key=lambda pm: image_mean(pm[0]["psnr"]) or 0.0)[0]
         if not winning:
-            lines.append(f"On `{model}` no adaptive attack tried inverts plain FedReg: the best reaches {_f(_mean(best['psnr']))} dB "
-                         f"(“{best['attack']}”, {best['dataset']}; {' / '.join(_f(v) for v in best['psnr'])}) against "
+            lines.append(f"On `{model}` no adaptive attack tried inverts plain FedReg: the best reaches {fmt(image_mean(best['psnr']))} dB "
+                         f"(“{best['attack']}”, {best['dataset']}; {' / '.join(fmt(v) for v in best['psnr'])}) against "
                          f"{INVERTS_DB:.0f} dB, although the attacker's model of the client is exact. What MG adds on "
                          f"`{model}` is therefore not measured here.")
             continue
@@ -194,9 +187,9 @@ def _mg_summary(records: list[dict[str, Any]]) -> list[str]:
         attacks = sorted({p["attack"] for p, _ in winning})
         lines.append(f"On `{model}` {' and '.join(f'“{a}”' for a in attacks)} invert{'s' if len(attacks) == 1 else ''} "
                      "plain FedReg on every image "
-                     f"({', '.join(sorted({p['dataset'] for p, _ in winning}))}; lowest {_f(low)} dB). Under the same "
+                     f"({', '.join(sorted({p['dataset'] for p, _ in winning}))}; lowest {fmt(low)} dB). Under the same "
                      f"attack FedReg+MG is inverted to ≥ {INVERTS_DB:.0f} dB on {total - stopped}/{total} attacked image(s), "
-                     f"counted over the table's rows (lowest {_f(mg_low)} dB): "
+                     f"counted over the table's rows (lowest {fmt(mg_low)} dB): "
                      + ("MG adds no protection against it." if not stopped else
                         f"MG stops it on {stopped}/{total} ("
                         + ", ".join(f"{m['dataset']} “{m['attack']}” {len(m['psnr']) - _inverted(m)}/{len(m['psnr'])}"
@@ -204,7 +197,7 @@ def _mg_summary(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, Any]], psnr: Any,
+def fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, Any]], psnr: Any,
                       ig_fedavg: dict[str, Any] | None, ig_model: str = "convnet",
                       fc_model: str = "upcycled-mlp") -> list[str]:
     """What FedReg's regulariser and MG each do, from the measured rows and the update anatomy (no fixed conclusions).
@@ -234,7 +227,7 @@ def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, A
     naive_plain, naive_mg = row("FedReg", "ig (naive)"), row("FedReg+MG", "ig (naive)")
     if naive_plain and naive_mg and ig_fedavg:
         a, b, c = psnr(ig_fedavg), psnr(naive_plain), psnr(naive_mg)
-        parts.append(f"Naive IG (assumes FedAvg): FedAvg {_f(a)} dB, plain FedReg {_f(b)} dB, FedReg+MG {_f(c)} dB — "
+        parts.append(f"Naive IG (assumes FedAvg): FedAvg {fmt(a)} dB, plain FedReg {fmt(b)} dB, FedReg+MG {fmt(c)} dB — "
                      f"FedAvg → plain FedReg (the regulariser): {_signed((b or 0) - (a or 0))} dB, plain FedReg → FedReg+MG "
                      f"(MG): {_signed((c or 0) - (b or 0))} dB.")
     if plain_anat and mg_anat:
@@ -253,7 +246,7 @@ def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, A
         p_psnr, m_psnr = psnr(plain), psnr(mg)
         losses = [v for v in plain.get("matching_loss") or [] if isinstance(v, (int, float))]
         sentence = (f"{what}, the same adaptive attack on `{ig_model}` ({'exact client model, ' if known else ''}{plain['images']} image(s)) reaches "
-                    f"{_f(p_psnr)} dB on plain FedReg and {_f(m_psnr)} dB on FedReg+MG: MG's measured effect under this "
+                    f"{fmt(p_psnr)} dB on plain FedReg and {fmt(m_psnr)} dB on FedReg+MG: MG's measured effect under this "
                     f"attack is {'+' if (m_psnr or 0) >= (p_psnr or 0) else ''}{(m_psnr or 0) - (p_psnr or 0):.1f} dB.")
         wrong = _wrong_label_shares(plain, mg)
         if wrong:
@@ -271,8 +264,8 @@ def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, A
     if plain and mg:
         p_psnr, m_psnr = psnr(plain), psnr(mg)
         parts.append(f"On the FC-first `{fc_model}`, whose first layer's update holds the input, the same adaptive attack "
-                     f"(labels known) reaches {_f(p_psnr)} dB on plain FedReg ({' / '.join(_f(v) for v in plain['psnr'])}) "
-                     f"and {_f(m_psnr)} dB on FedReg+MG ({' / '.join(_f(v) for v in mg['psnr'])}): "
+                     f"(labels known) reaches {fmt(p_psnr)} dB on plain FedReg ({' / '.join(fmt(v) for v in plain['psnr'])}) "
+                     f"and {fmt(m_psnr)} dB on FedReg+MG ({' / '.join(fmt(v) for v in mg['psnr'])}): "
                      + (f"MG's measured effect there is {_signed((m_psnr or 0) - (p_psnr or 0))} dB."
                         if _inverted(plain) == len(plain["psnr"]) else
                         f"from random starts it does not invert plain FedReg on every image (≥ {INVERTS_DB:.0f} dB: "
@@ -281,7 +274,7 @@ def _fedreg_sentences(mine: list[dict[str, Any]], anatomy: dict[str, dict[str, A
     return parts + strong
 
 
-def _reading(records: list[dict[str, Any]], names: dict[str, str],
+def reading(records: list[dict[str, Any]], names: dict[str, str],
              anatomy_records: Sequence[dict[str, Any]] = (), ig_model: str = "convnet",
              fc_model: str = "upcycled-mlp") -> list[str]:
     """Sentences computed from the measured numbers (no fixed conclusions)."""
@@ -296,22 +289,22 @@ def _reading(records: list[dict[str, Any]], names: dict[str, str],
             return next((r for r in mine if r["defence"] == defence and r["attack"] == attack), None)
 
         def psnr(record: dict[str, Any], first: int | None = None) -> float | None:
-            return _mean(record["psnr"][:first] if first is not None else record["psnr"])
+            return image_mean(record["psnr"][:first] if first is not None else record["psnr"])
 
         ig_fedavg, an_fedavg = get("FedAvg", "ig"), get("FedAvg", "analytic")
         parts = [f"**{names[ds]}.**"]
         if an_fedavg and ig_fedavg:
-            parts.append(f"Without a defence the analytic attack reaches {_f(psnr(an_fedavg))} dB and IG "
-                         f"{_f(psnr(ig_fedavg))} dB (SSIM {_f(_mean(ig_fedavg['ssim']), 2)}).")
+            parts.append(f"Without a defence the analytic attack reaches {fmt(psnr(an_fedavg))} dB and IG "
+                         f"{fmt(psnr(ig_fedavg))} dB (SSIM {fmt(image_mean(ig_fedavg['ssim']), 2)}).")
         dp = [r for r in mine if r["sigma"] is not None and _attack(r) == "ig"]
         if dp and ig_fedavg:
             base = psnr(ig_fedavg) or 0.0
             kept = [r for r in dp if (psnr(r) or 0.0) >= base - 3.0]
             parts.append("IG PSNR under DP-SGD: " + ", ".join(
-                f"σ = {r['sigma']:g} (ε = {_eps(r['epsilon'])}) → {_f(psnr(r))} dB" for r in dp) + ".")
+                f"σ = {r['sigma']:g} (ε = {fmt_epsilon(r['epsilon'])}) → {fmt(psnr(r))} dB" for r in dp) + ".")
             if kept:
                 worst = max(kept, key=lambda r: r["sigma"] or 0.0)
-                parts.append(f"Up to σ = {worst['sigma']:g} (ε = {_eps(worst['epsilon'])}) IG stays within 3 dB of "
+                parts.append(f"Up to σ = {worst['sigma']:g} (ε = {fmt_epsilon(worst['epsilon'])}) IG stays within 3 dB of "
                              "the undefended update.")
             else:
                 parts.append("Every σ tried costs IG more than 3 dB against the undefended update, including the "
@@ -319,18 +312,18 @@ def _reading(records: list[dict[str, Any]], names: dict[str, str],
         dp_analytic = [r for r in mine if r["sigma"] is not None and _attack(r) == "analytic"]
         if dp_analytic:
             parts.append("Analytic PSNR under DP-SGD: " + ", ".join(
-                f"σ = {r['sigma']:g} → {_f(psnr(r))} dB" for r in dp_analytic) + ".")
-        parts += _fedreg_sentences(mine, anatomy.get(ds, {}), psnr, ig_fedavg, ig_model, fc_model)
+                f"σ = {r['sigma']:g} → {fmt(psnr(r))} dB" for r in dp_analytic) + ".")
+        parts += fedreg_sentences(mine, anatomy.get(ds, {}), psnr, ig_fedavg, ig_model, fc_model)
         an_mg = get("FedReg+MG", "analytic")
         if an_mg:
             an_reg = get("FedReg", "analytic")
-            parts.append(f"The analytic attack on the FC-first model gets {_f(psnr(an_mg))} dB from a FedReg+MG "
-                         f"update and {_f(psnr(an_reg)) if an_reg else '—'} dB from plain FedReg.")
+            parts.append(f"The analytic attack on the FC-first model gets {fmt(psnr(an_mg))} dB from a FedReg+MG "
+                         f"update and {fmt(psnr(an_reg)) if an_reg else '—'} dB from plain FedReg.")
         lines.append(" ".join(parts))
     return lines
 
 
-def _cost(records: list[dict[str, Any]], ig_model: str) -> str:
+def cost_note(records: list[dict[str, Any]], ig_model: str) -> str:
     """' (N× the time per image of IG on the same model in this run)', measured from the records' seconds."""
 
     def per_image(rows: list[dict[str, Any]]) -> float:
@@ -343,94 +336,13 @@ def _cost(records: list[dict[str, Any]], ig_model: str) -> str:
     return f" ({per_image(adaptive) / per_image(ig):.0f}× the time per image of IG on `{ig_model}` in this run)"
 
 
-def _row(r: dict[str, Any]) -> list[str]:
-    return [r["dataset"], r["defence"], "—" if r["sigma"] is None else f"{r['sigma']:g}", _eps(r["epsilon"]), r["attack"],
-            r["model"], str(r["images"]), _f(_mean(r["psnr"])), " / ".join(_f(v) for v in r["psnr"]), _f(_mean(r["ssim"]), 3),
-            " / ".join(_f(v, 3) for v in r["ssim"]), _f(r["label_accuracy"], 2), f"{r['seconds']:.1f}"]
-
-
-def page(result: Result) -> Page:
-    data = result.data
-    s, records = data["settings"], data["records"]
-    local, fedreg = s["local"], s["fedreg"]
-    # the command line that ran (recorded by the run); older result files only have their settings
-    command = (s.get("command") or (result.provenance or {}).get("command")
-               or f"python -m privaudit.papers.fedreg.inversion_evidence --images {s['images']} --adaptive-images "
-                  f"{s['adaptive_images']} --iterations {s['iterations']} --seed {s['seed']}")
-    grids = [Image(f"{name}.png", f"{name}.png", result.input_path(name).read_bytes()) for name in result.inputs]
-    reruns = s.get("adaptive_reruns") or []
-    strong = dict(s.get("strong_adaptive") or {})  # the variants' settings: the full run's, then each re-run's
-    for run in reruns:
-        strong.update(run.get("strong_adaptive") or {})
-    blocks: list[Block] = [
-        Paragraph(f"`{command}` — {data['seconds'] / 60:.1f} min wall on {s['machine']} CPU, torch {s['torch']}, "
-                  f"{s['threads']} torch thread(s), shared machine."
-                  + "".join(f" The rows of the adaptive attacks that try to invert plain FedReg "
-                            f"({', '.join(f'“{label}”' for label in run.get('strong_adaptive', {}))}) were re-run by "
-                            f"`{run['command']}` — {run['seconds'] / 60:.1f} min wall, {run['threads']} torch thread(s), "
-                            f"{run.get('iterations')} iterations, {run.get('created', '')[:10]} — and merged into the result "
-                            "file; every other row is from the run above." for run in reruns)),
-        Paragraph(
-            "**Setting (FedReg App. B.4).** Each attacked update is one client's parameter change after one local step on one "
-            f"example (lr {local['lr']}), from untrained seeded weights (seed {s['seed']}); the attacker knows the protocol "
-            "(lr, one step, one example) but not the example or its label (labels are inferred, iDLG). DP-SGD clips the example's "
-            f"gradient to C = {s['clip']:g} and adds N(0, σ²C²I). FedReg: γ = {fedreg['gamma']}, η_s = {fedreg['pseudo_step']:g}, "
-            f"{fedreg['fgsm_steps']} FGSM steps clamped to the data range. **ε column**: one full-batch DP-SGD step on the one "
-            f"example = one Gaussian mechanism with noise multiplier σ (sampling rate 1, add/remove neighbours), δ = {s['delta']:g}, "
-            "privaudit `auto` accountant; FedAvg and FedReg(+MG) are deterministic functions of the data and carry no DP "
-            "guarantee (R1)."),
-        Paragraph(
-            f"**Attacks.** analytic = closed-form first-layer recovery on `{s['analytic_model']}` (FC first); ig = Inverting Gradients "
-            f"on `{s['ig_model']}` (cosine distance, TV 1e-4, Adam 0.1 on signed gradients, ×0.1 at 3/8, 5/8, 7/8, box), "
-            f"**{s['iterations']} iterations** (the paper: 32,000), assuming plain FedAvg — the *naive* attacker against FedReg; "
-            "adaptive = the same optimisation through an exact simulation of the client's FedReg step — regulariser (eq. 10) "
-            "and FGSM pseudo data, plus MG (eq. 12) against FedReg+MG — run on plain FedReg and on FedReg+MG alike, so the "
-            "difference between those rows is MG's (R4)"
-            + (f"; the attacker holds the FGSM displacement constant (its sign has derivative 0 almost everywhere), and on "
-               f"{', '.join(s['adaptive_fc_datasets'])} it also runs, labels known and without TV, on the FC-first "
-               f"`{s['analytic_model']}`"
-               if s.get("adaptive_fc_datasets") else "")
-            + ". The update anatomy checks the simulation on the true example and compares each FedReg update with the plain "
-            "SGD step from the same weights."
-            + (" Adaptive attacks that try to *invert* plain FedReg, run on plain FedReg and FedReg+MG alike: "
-               + "; ".join(f"“{label}” on `{v['model']}`, labels "
-                           f"{' and '.join('given' if k else 'inferred (iDLG)' for k in v.get('labels_known', [True]))}, "
-                           f"{'every image' if v.get('images') == 'all' else 'the adaptive images'} — "
-                           f"{_variant_description(v['options'])}" for label, v in strong.items()) + "." if strong else "")),
-        Paragraph(
-            f"**Scale (stated, not hidden).** {s['images']} images per dataset for every defence × attack and "
-            f"{s['adaptive_images']} for the adaptive attack on FedReg and FedReg+MG{_cost(records, s['ig_model'])}"
-            + "".join(f" (“{label}”: all {s['images']})" for label, v in strong.items() if v.get("images") == "all")
-            + "; "
-            "untrained models; one restart. PSNR/SSIM: scikit-image on [0, 1] images after Hungarian matching "
-            "(`attacks.metrics`); ∞ dB = exact recovery. Numbers are small-sample measurements, not population means."),
-        Heading(2, "Reading"),
-        Bullets(_reading(records, s["dataset_names"], data.get("update_anatomy") or (), s["ig_model"],
-                         s["analytic_model"])),
-        *([Heading(2, "What MG adds over FedReg"),
-           Paragraph("Each adaptive attack ran on plain FedReg and on FedReg+MG (the same images, weights and seeds). "
-                     f"Only where it inverts plain FedReg (every image ≥ {INVERTS_DB:.0f} dB) is the PSNR difference a "
-                     "measurement of what MG (eq. 12) adds against that attack; elsewhere the attack fails already on "
-                     "plain FedReg, and the difference (Δ) is no measure of MG. Inverted = PSNR ≥ "
-                     f"{INVERTS_DB:.0f} dB; above ~40 dB both recoveries are exact to the eye (SSIM ≈ 1), so a PSNR "
-                     "difference there is float precision, not protection."),
-           Bullets(_mg_summary(records)),
-           Table(["dataset", "adaptive attack", "model", "plain FedReg PSNR (dB)", "FedReg+MG PSNR (dB)",
-                  f"plain FedReg inverted (≥ {INVERTS_DB:.0f} dB)", "FedReg+MG inverted", "what MG adds"],
-                 _mg_rows(records))]
-          if _mg_rows(records) else []),
-        Heading(2, "PSNR / SSIM per defence × attack"),
-        Table(["dataset", "defence", "σ", "ε (δ = 1e-5)", "attack", "model", "images", "PSNR mean (dB)", "PSNR per image",
-               "SSIM mean", "SSIM per image", "label acc.", "s"], [_row(r) for r in records]),
-        Heading(2, "Figures"),
-    ]
-    if grids:
-        blocks.append(Images(grids))
-    blocks += [Paragraph(f"Machine-readable records: `reports/evidence/{NAME}.json`."), regenerate(result, NAME)]
-    return Page("Gradient inversion vs ε: FedAvg, DP-SGD, FedReg, FedReg+MG (audit points R1, R2, R4, R5)", blocks)
+def record_row(r: dict[str, Any]) -> list[str]:
+    return [r["dataset"], r["defence"], "—" if r["sigma"] is None else f"{r['sigma']:g}", fmt_epsilon(r["epsilon"]), r["attack"],
+            r["model"], str(r["images"]), fmt(image_mean(r["psnr"])), " / ".join(fmt(v) for v in r["psnr"]), fmt(image_mean(r["ssim"]), 3),
+            " / ".join(fmt(v, 3) for v in r["ssim"]), fmt(r["label_accuracy"], 2), f"{r['seconds']:.1f}"]
 
 
 def _wrong_label_shares(*rows: dict) -> list[str]:
     """``"<defence> <share>"`` for each row whose iDLG labels were not all right."""
-    return [f"{r['defence']} {_f(r['label_accuracy'], 2)}" for r in rows
+    return [f"{r['defence']} {fmt(r['label_accuracy'], 2)}" for r in rows
             if r.get("label_accuracy") is not None and r["label_accuracy"] < 1]

@@ -1,5 +1,7 @@
 """Upcycled-FL evidence pages: Table 1's shape (``upcycled-table1``) and private FedProx vs Upcycled-FedProx
-(``upcycled-private``), rendered from the result files ``privaudit.papers.upcycled.experiments`` writes.
+(``upcycled-private``), rendered from the result files :mod:`privaudit.papers.upcycled.experiments` writes
+(``benchmarks/evidence_upcycled.py table1|private`` runs it). Both are declared in the paper's ``PAPER`` value
+(:class:`privaudit.plugins.EvidencePageRef`), which is how ``privaudit report`` finds them.
 
 Paper: Upcycled-FL (003 §7.3 Table 1; Thm 6.2 and the ICLR draft's Thm 5.2 (000) for ε̄). Nothing here trains or
 accounts: every number is read from the result file; means, standard deviations and win counts over seeds are

@@ -1,6 +1,7 @@
 """The PrivateFL evidence page (``privatefl-evidence``): FedAvg vs PrivateFL under LDP, CDP and DDP, both evaluations.
 
-Rendered from the result file ``privaudit.papers.privatefl.evidence`` writes (001, an offline substitute of
+Rendered from the result file :mod:`privaudit.papers.privatefl.evidence` writes (``benchmarks/evidence_privatefl.py``
+runs it; 001, an offline substitute of
 the paper's MNIST experiment): one record per run with its configuration, final evaluation, realised ε from the
 ledger and the accuracy per evaluated round, plus the DP-SGD speed and the DDP round-trip measurements. The gaps
 PrivateFL − FedAvg and the findings are computed here from those records; nothing trains.

@@ -1,16 +1,17 @@
 """The PFA evidence page (``pfa-evidence``): PFA / PFA+ / WeiAvg accuracy, ε really spent, PFA+'s uplink saving.
 
 Liu et al., *Projected federated averaging with heterogeneous differential privacy* (PVLDB 15(4), 2022; seed 004).
-Rendered from the result file ``privaudit.papers.pfa.evidence`` writes: the numbers each table prints, computed
-from the runs by the evidence module (final accuracies, stop rounds, per-client ε summaries, uplink bytes, their
-differences) and the no-training tables (the calibration claim, the participation simulation, the paper-scale
-uplink). The figures are drawn from the per-round curves when the result holds them; a result without curves must
-declare the run's figure files as inputs (``pfa-accuracy-lr``, ``pfa-accuracy-cnn``, ``pfa-uplink``).
+Rendered from the result file :mod:`privaudit.papers.pfa.evidence` writes (``benchmarks/evidence_pfa.py`` runs it):
+the numbers each table prints, computed from the runs by the evidence module (final accuracies, stop rounds,
+per-client ε summaries, uplink bytes, their differences) and the no-training tables (the calibration claim, the
+participation simulation, the paper-scale uplink). The figures are drawn from the per-round curves when the result
+holds them; a result without curves must declare the run's figure files as inputs (``pfa-accuracy-lr``,
+``pfa-accuracy-cnn``, ``pfa-uplink``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from privaudit.errors import InvalidParameterError
@@ -33,28 +34,29 @@ def _title(settings: dict[str, Any], key: Sequence[Any]) -> str:
 
 
 def page(result: Result) -> Page:
+    """The page: setup, test accuracy, ε really spent, participation (F2) and PFA+'s uplink, in that order."""
     data = result.data
-    s = data["settings"]
-    display, methods = s["display"], s["methods"]
-    configs = [tuple(c) for c in s["configs"]]
+    final = _final_accuracy(data)
+    blocks: list[Block] = [*_setup_blocks(data), *_accuracy_blocks(result, final), *_privacy_blocks(data, final),
+                           *_participation_blocks(data), *_uplink_blocks(result), regenerate(result, NAME)]
+    return Page("PFA, PFA+ and WeiAvg with heterogeneous per-client budgets — evidence", blocks)
+
+
+def _final_accuracy(data: dict[str, Any]) -> Callable[..., float | None]:
+    """``final(key, method, calibration="rdp")``: the run's final accuracy, ``None`` for a run the result lacks."""
     accuracy = {(*_key(a), a["algorithm"], a["calibration"]): a for a in data["accuracy"]}
-    budgets, public = s["budgets"], s["public"]
-    rounds = s["rounds"]
-    delta = s["delta"]
 
     def final(key: tuple[str, str, int], method: str, calibration: str = "rdp") -> float | None:
         row = accuracy.get((*key, method, calibration))
         return None if row is None else row["final"]
 
-    header = ["method", *[_title(s, k) for k in configs]]
-    rows = []
-    for method in methods:
-        cells = []
-        for key in configs:
-            row = accuracy.get((*key, method, "rdp"))
-            cells.append("—" if row is None else f"{row['final']:.3f}" + (f" (stop {row['stop']})" if row["stop"] else ""))
-        rows.append([display[method], *cells])
-    blocks: list[Block] = [
+    return final
+
+
+def _setup_blocks(data: dict[str, Any]) -> list[Block]:
+    s = data["settings"]
+    budgets, public, rounds, delta = s["budgets"], s["public"], s["rounds"], s["delta"]
+    return [
         Paragraph("Liu et al., *Projected federated averaging with heterogeneous differential privacy* (PVLDB 15(4), 2022; seed 004), "
                   "re-run with privaudit's engine (`privaudit.papers.pfa.algorithm`), local DP-SGD through opacus "
                   "(`privaudit.fl.privacy.dpsgd`/`local_dp`), per-client noise calibrated by a real accountant, the budget pre-check on "
@@ -76,10 +78,28 @@ def page(result: Result) -> Page:
             f"Run time: {data['wall_seconds'] / 60:.1f} min wall on this machine with {data['workers']} worker process(es), one torch "
             f"thread each ({data['training_seconds'] / 60:.1f} min of training in total).",
         ], marker="*"),
+    ]
+
+
+def _accuracy_blocks(result: Result, final: Callable[..., float | None]) -> list[Block]:
+    """The test-accuracy table (every method × configuration), its figures and what it shows."""
+    data = result.data
+    s = data["settings"]
+    display, methods = s["display"], s["methods"]
+    configs = [tuple(c) for c in s["configs"]]
+    accuracy = {(*_key(a), a["algorithm"], a["calibration"]): a for a in data["accuracy"]}
+    rows = []
+    for method in methods:
+        cells = []
+        for key in configs:
+            row = accuracy.get((*key, method, "rdp"))
+            cells.append("—" if row is None else f"{row['final']:.3f}" + (f" (stop {row['stop']})" if row["stop"] else ""))
+        rows.append([display[method], *cells])
+    blocks: list[Block] = [
         Heading(2, "Test accuracy"),
         Paragraph("Mean test accuracy of the last 3 rounds (the paper averages the last 10 of 100). `stop` is the round from which no "
                   "client trained: the budget pre-check left fewer than K candidates (T* = K·T/M is an expectation, audit point F2)."),
-        Table(header, rows),
+        Table(["method", *[_title(s, k) for k in configs]], rows),
     ]
     for model in dict.fromkeys(k[0] for k in configs):
         name = f"pfa-accuracy-{model.removeprefix('pfa-')}"
@@ -91,8 +111,14 @@ def page(result: Result) -> Page:
         shows.append(f"{_title(s, key)}: PFA {final(key, 'pfa'):.3f} vs public-only FedAvg {final(key, 'public-only'):.3f} "
                      f"(difference {comparison['pfa_minus_public_only']:+.3f}); WeiAvg {final(key, 'weiavg'):.3f}; "
                      f"FedAvg (HDP) {final(key, 'fedavg-hdp'):.3f}.")
-    blocks += [Paragraph("What the table shows:"), Bullets(shows, marker="*")]
-    blocks += [
+    return [*blocks, Paragraph("What the table shows:"), Bullets(shows, marker="*")]
+
+
+def _privacy_blocks(data: dict[str, Any], final: Callable[..., float | None]) -> list[Block]:
+    """ε each client really spent under the real and the reference calibration, and the accuracy under each."""
+    s = data["settings"]
+    display = s["display"]
+    return [
         Heading(2, "ε each client really spent: real vs reference calibration"),
         Paragraph("Per-client ε by the RDP accountant (δ = 1e-5) of the DP-SGD steps recorded in each run's ledger, against each "
                   "client's own budget ε_m. *Real*: σ_m calibrated by RDP (this toolkit's default). *Reference*: the reference code's "
@@ -107,6 +133,12 @@ def page(result: Result) -> Page:
               [[_title(s, _key(a)), display[a["algorithm"]], f"{final(_key(a), a['algorithm']):.3f}", f"{a['final']:.3f}"]
                for a in data["accuracy"] if a["calibration"] == "reference" and final(_key(a), a["algorithm"]) is not None]),
         *_claim_blocks(data["claim_table"]),
+    ]
+
+
+def _participation_blocks(data: dict[str, Any]) -> list[Block]:
+    """The participation simulation: T* = K·T/M is an expectation (audit point F2)."""
+    return [
         Heading(2, "T* = K·T/M is an expectation (audit point F2)"),
         Paragraph("Participation of uniform K-of-M sampling simulated exactly on the ledger (privacy depends on participation only; "
                   "logistic-regression plan, MixGauss1, σ_m by RDP for ⌊K·R/M⌋ rounds). *exclude*: the paper's pre-check (training "
@@ -115,6 +147,14 @@ def page(result: Result) -> Page:
                "clients over budget", "max ε/ε_m"],
               [[str(p["clients"]), str(p["rounds"]), p["policy"], str(p["planned_rounds"]), str(p["max_rounds"]),
                 str(p["stopped"] or "—"), str(p["over_budget"]), f"{p['max_ratio']:.2f}"] for p in data["participation"]]),
+    ]
+
+
+def _uplink_blocks(result: Result) -> list[Block]:
+    """PFA+'s uplink: measured bytes per configuration, the cumulative figure and the paper's Fig. 7 scale."""
+    data = result.data
+    s = data["settings"]
+    return [
         Heading(2, "PFA+ uplink"),
         Paragraph("Bytes uploaded (float32), all rounds; private clients upload one number per tensor after the warm-up round "
                   "(logistic regression: 2 tensors = 8 bytes instead of 31,400; CNN: 8 tensors = 32 bytes instead of 104,040)."),
@@ -131,9 +171,7 @@ def page(result: Result) -> Page:
               [[f"{u['label']} ({u['parameters']:,} parameters, {u['tensors']} tensors)", f"{u['full_bytes'] / 1e6:.1f}",
                 f"{u['plus_bytes'] / 1e6:.1f}", f"{100 * (1 - u['private_plus_bytes'] / u['private_full_bytes']):.2f} %",
                 f"{100 * (1 - u['plus_bytes'] / u['full_bytes']):.1f} %"] for u in data["paper_scale_uplink"]]),
-        regenerate(result, NAME),
     ]
-    return Page("PFA, PFA+ and WeiAvg with heterogeneous per-client budgets — evidence", blocks)
 
 
 def _nan(value: float | None) -> float:

@@ -1,4 +1,4 @@
-"""Adaptive inversion of FedReg-with-MG updates (privaudit audit point R4).
+"""Adaptive inversion of FedReg-with-MG updates (privaudit audit point R4): the ``adaptive-mg`` inversion attack.
 
 FedReg's privacy claim (Xu et al., ICLR 2022, §3.3 and App. B.4) was tested only against attackers
 that assume plain FedAvg. An adaptive attacker knows the protocol — FedReg with modified gradients and
@@ -6,7 +6,10 @@ its hyper-parameters (γ, η_s, FGSM steps) — and simulates it for its candida
 FGSM from the candidates (sign differentiated with a straight-through estimator, or the FGSM
 displacement held constant with ``fgsm_gradient="identity"``), the MG projection of
 eq. (12) and, by default, the regulariser of eq. (10). It then runs Inverting Gradients on that forward
-model (:class:`attacks.inversion.fedreg_forward.FedRegLocalTraining`).
+model (:class:`privaudit.papers.fedreg.forward.FedRegLocalTraining`). The paper registers it as a plug-in attack
+(``PAPER.attacks["adaptive-mg"]``), so :func:`attacks.inversion.registry.build_attack` builds it by name; against a
+FedReg release in an experiment the attacker assumes that release's hyper-parameters
+(:meth:`AdaptiveMGAttack.options_for_defence`).
 
 :func:`naive_and_adaptive` runs both attackers on the same payload so reports can show the gap.
 
@@ -37,31 +40,34 @@ Options beyond Inverting Gradients' loop (:class:`AdaptiveMGConfig`; the default
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
-from privaudit.errors import InvalidParameterError
-
-from .analytic import AnalyticAttack, AnalyticConfig
-from .client_simulation import ClientSimulator
-from .convergence import finite_loss
-from .fedreg_forward import FedRegLocalTraining
-from .functional_model import FunctionalModel
-from .inverting_gradients import (
+from attacks.inversion.analytic import AnalyticAttack, AnalyticConfig
+from attacks.inversion.client_simulation import ClientSimulator
+from attacks.inversion.convergence import finite_loss
+from attacks.inversion.descent import descent_step, step_milestones
+from attacks.inversion.functional_model import FunctionalModel
+from attacks.inversion.inverting_gradients import (
     InvertingGradientsAttack,
     InvertingGradientsConfig,
     check_update_kind,
-    descent_step,
-    step_milestones,
 )
-from .limits import MAX_ITERATIONS, count, finite
-from .objectives import total_variation
-from .smooth_activation import annealed_temperature, smoothed_copy
-from .threat_model import InversionPayload, InversionResult
+from attacks.inversion.limits import MAX_ITERATIONS, count, finite
+from attacks.inversion.objectives import total_variation
+from attacks.inversion.smooth_activation import annealed_temperature, smoothed_copy
+from attacks.inversion.threat_model import InversionPayload, InversionResult
+from privaudit.errors import InvalidParameterError
+from privaudit.papers.fedreg.defences import FedRegMGRelease
+from privaudit.papers.fedreg.forward import FedRegLocalTraining
 
 #: Where each restart of the adaptive attack starts (see :class:`AdaptiveMGConfig`).
 STARTS = ("random", "analytic")
+#: The FedReg hyper-parameters the attacker takes from a FedReg release it attacks (the protocol is public).
+RELEASE_SETTINGS = ("gamma", "pseudo_step", "perturb_step", "fgsm_steps", "use_modified_gradient", "regularize", "clamp_fgsm")
+#: FedReg's algorithm options where a trained run's recipe leaves one out (``privaudit.papers.fedreg.specs``).
+RUN_DEFAULTS = {"fedreg_gamma": 0.5, "fedreg_eta_s": 0.1, "fedreg_eta_p": None, "fgsm_steps": 10, "fgsm_clamp": "data-range"}
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ class AdaptiveMGConfig(InvertingGradientsConfig):
         if not 0.0 < self.smooth_fraction <= 1.0:
             raise InvalidParameterError(f"smooth_fraction must lie in (0, 1], got {self.smooth_fraction}")
         tuned = self.start != "random" or self.smooth_temperature > 0 or self.keep_best_iterate
-        if tuned and getattr(self, "bn_stats", None) is not None:
+        if tuned and self.bn_stats is not None:
             raise InvalidParameterError("the adaptive attack's start, continuation and best-iterate options do not "
                                         "combine with the BatchNorm prior (bn_stats)")
         if not 0.0 <= self.gamma <= 1.0:
@@ -151,9 +157,37 @@ class AdaptiveMGAttack(InvertingGradientsAttack):
     description: ClassVar[str] = (
         "Inverting Gradients through FedReg's MG step (eq. 12) and regulariser, FGSM with a straight-through sign"
     )
+    config_class: ClassVar[type] = AdaptiveMGConfig
 
     def __init__(self, config: AdaptiveMGConfig | None = None, device: torch.device | str = "cpu") -> None:
         super().__init__(config or AdaptiveMGConfig(), device)
+
+    @classmethod
+    def options_for_defence(cls, defence: Any) -> dict[str, Any]:
+        """Against a FedReg release (plain or with MG) the attacker assumes its hyper-parameters (:data:`RELEASE_SETTINGS`);
+        against any other defence, none."""
+        if not isinstance(defence, FedRegMGRelease):
+            return {}
+        return {key: getattr(defence, key) for key in RELEASE_SETTINGS}
+
+    simulates_runs: ClassVar[str | None] = "FedReg runs"
+
+    @classmethod
+    def options_for_run(cls, algorithm: str, algorithm_options: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """A checkpoint of a FedReg run: the run's own γ, η_s, η_p, E, clamp and MG switch (:data:`RUN_DEFAULTS` where its
+        recipe leaves one out). For a run that is not FedReg the attacker falls back to FedReg-with-MG defaults, which
+        the returned note says."""
+        if algorithm not in ("fedreg", "fedreg-mg"):
+            return {}, [f"algorithm {algorithm} is not FedReg: the adaptive-mg attacker simulates FedReg with MG at its defaults"]
+        opts = {**RUN_DEFAULTS, **{k: v for k, v in algorithm_options.items() if k in RUN_DEFAULTS}}
+        return {
+            "gamma": float(opts["fedreg_gamma"]),
+            "pseudo_step": float(opts["fedreg_eta_s"]),
+            "perturb_step": None if opts["fedreg_eta_p"] is None else float(opts["fedreg_eta_p"]),
+            "fgsm_steps": int(opts["fgsm_steps"]),
+            "clamp_fgsm": opts["fgsm_clamp"] != "none",
+            "use_modified_gradient": algorithm == "fedreg-mg",
+        }, []
 
     def simulator(self, payload: InversionPayload) -> ClientSimulator:
         return fedreg_simulator(payload, self.config, self.device)
