@@ -13,8 +13,9 @@ Not a test. Two parts, both in this process with one torch thread, written to ``
    clients, the reference's centred projection, ``no_public=stop``), 15 rounds, with privaudit's exact Lanczos and with
    the reference solver at 256 iterations, seeds 0…S−1: final test accuracy and the mean of the last 3 rounds.
 
-The reference code itself (TensorFlow 1) is not run here: this measures the defect of its solver as described and
-its effect inside privaudit's PFA.
+The reference code itself is not run here: this measures the defect of its solver as described and its effect inside
+privaudit's PFA. ``benchmarks/reference_pfa_code.py`` runs the reference code (on TensorFlow 2's ``compat.v1``) side by
+side with privaudit (``reports/bench/reference-pfa-code.md``).
 
 Usage: ``python benchmarks/reference_pfa.py [--seeds 3] [--rounds 15] [--report reports/bench/reference-pfa.md]``
 """
@@ -105,7 +106,8 @@ def main(argv=None) -> None:
         f"{time.perf_counter() - started:.0f} s wall). The reference's solver is re-implemented from its description "
         "(`reference-lanczos`, `privaudit/papers/pfa/projection.py`): no breakdown test, re-orthogonalisation against all "
         "but the previous vector, T[j−1, j] set from β before re-orthogonalisation, V_k = Vᵀy not normalised. The reference "
-        "code itself (TensorFlow 1) was not run.", "",
+        "code itself is not run here; `benchmarks/reference_pfa_code.py` runs it side by side with privaudit "
+        "([reference-pfa-code.md](reference-pfa-code.md)).", "",
         "## The solver on a rank-1 / rank-2 public covariance", "",
         f"Centred public updates of one p = 7,840 tensor (N(0, 0.01²) entries), start-vector seeds 0–{args.starts - 1} "
         "(ranges over them). Exact at m = rank + 2; the code's default m = 256 runs ~250 steps past the breakdown of a "

@@ -45,9 +45,11 @@ from privaudit.stats.validity import (
     Fixed,
     GaussianMechanism,
     LaplaceMechanism,
+    LedgerMechanism,
     NullScores,
     RandomizedResponse,
     RouteInfo,
+    SubsampledGaussian,
     Tightness,
     Trials,
     available_routes,
@@ -74,6 +76,11 @@ DESIGNS = (
 #: The pure block (δ = 0): scenarios whose ε at δ = 0 is finite, the routes' default strategies.
 PURE_SCENARIOS = (NullScores("continuous"), LaplaceMechanism(2.0), RandomizedResponse(2.0))
 PURE_DESIGNS = (Trials(500, 500), Fixed(500, 500), Bernoulli(1000))
+#: The declared-ledger block (one run, guess routes): T-fold (subsampled) Gaussians scored by their privacy loss — the
+#: exact mechanism at its claim, whose true claims include its own curve family (route one-run-fdp-ledger).
+LEDGER_SCENARIOS = (LedgerMechanism(10, 0.5, 1.0), LedgerMechanism(10, 0.5, 3.0), LedgerMechanism(1, 0.5, 0.5),
+                    LedgerMechanism(10, 1.0, 8.0), SubsampledGaussian(2.0, 0.5))
+LEDGER_DESIGNS = (Bernoulli(1000), Bernoulli(10_000))
 AUDIT_DELTA = 1e-5
 TIGHTNESS_MUS = (0.5, 1.0, 2.0)
 HEADLINE_MU = 1.0
@@ -92,6 +99,14 @@ def grid(routes: tuple[RouteInfo, ...], alpha: float) -> list[Cell]:
         for scenario in PURE_SCENARIOS
         for design in PURE_DESIGNS
         for route in routes
+    ]
+    cells += [
+        Cell(route.name, strategy, scenario, design, AUDIT_DELTA, alpha)
+        for scenario in LEDGER_SCENARIOS
+        for design in LEDGER_DESIGNS
+        for route in routes
+        if route.kind == "guess"
+        for strategy in (strategy_names(route.kind) if design.m <= 1000 else ("default",))
     ]
     return cells
 
@@ -381,13 +396,14 @@ def _to_json(results, tightness, consistency=()) -> dict:
         ],
         "cells": [
             {"route": r.cell.route, "strategy": r.cell.strategy, "scenario": r.cell.scenario.name, "split": r.cell.design.label,
-             "delta": r.cell.delta, "alpha": r.cell.significance, "status": r.status, "claim": r.claim, "runs": r.runs,
+             "delta": r.cell.delta, "alpha": r.cell.significance, "status": r.status,
+             "claim": None if r.claim is None else str(r.claim), "runs": r.runs,
              "exceed": r.exceed, "coverage": r.coverage, "interval": list(r.interval), "true_epsilon": r.true_epsilon,
-             "mean_lb": r.mean_lb, "max_lb": r.max_lb, "reason": r.reason, "refusals": [list(x) for x in r.refusals],
+             "mean_lb": r.mean_lb, "max_lb": r.max_lb, "reason": r.reason, "refusals": [[str(c), why] for c, why in r.refusals],
              "seconds": r.seconds}
             for r in results
         ],
-        "tightness": [t.__dict__ for t in tightness],
+        "tightness": [dict(t.__dict__, claim=None if t.claim is None else str(t.claim)) for t in tightness],
     }
 
 

@@ -10,12 +10,17 @@ guarantee is far weaker: an added client displaces a sampled one. With ``--noise
 sampled clients (no DP guarantee).
 
 The only privaudit lines are the :class:`~privaudit.interop.DatasetReference` (which records each client trained on,
-which were held out), the :class:`~privaudit.interop.FederationRecorder` and one ``record_round`` per round. Then::
+which were held out), the :class:`~privaudit.interop.FederationRecorder` and one ``record_round`` per round.
+``--canary-clients m`` adds a white-box audit's canary clients (:class:`~privaudit.interop.LoopCanaries`, Andrew et
+al. 2024): the present ones join the population the loop samples from, a sampled canary's update is its direction at
+the clip norm, and the loop clips, noises and averages it like any client (the denominator counts them too). Then::
 
     python examples/byo_pytorch.py --out runs/byo
     privaudit compute-epsilon --checkpoint runs/byo --delta 1e-5
     privaudit attack membership --checkpoint runs/byo --attack loss
     privaudit attack inversion --checkpoint runs/byo --client 0 --round 1 --attack ig   # with --save-client-releases
+    python examples/byo_pytorch.py --out runs/byo-cc --client-rate 1 --noise 3 --hidden 256 --canary-clients 10000
+    privaudit audit --checkpoint runs/byo-cc --client-canaries 10000 --out audits/byo-cc
 
 Runs in a few seconds on one CPU core; everything is seeded (``--seed``).
 """
@@ -30,17 +35,19 @@ import torch
 from sklearn.datasets import load_digits
 from torch import nn
 
-from privaudit.interop import DatasetReference, FederationRecorder, GaussianRelease, NoDP
+from privaudit.interop import DatasetReference, FederationRecorder, GaussianRelease, LoopCanaries, NoDP
+
+HIDDEN = 64
 
 
-def make_model() -> nn.Sequential:
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+def make_model(hidden: int = HIDDEN) -> nn.Sequential:
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
 def local_sgd(global_model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float, epochs: int, batch_size: int,
               generator: torch.Generator) -> dict[str, torch.Tensor]:
     """The client's model after ``epochs`` of mini-batch SGD from the global weights."""
-    model = make_model()
+    model = make_model(global_model[1].out_features)
     model.load_state_dict(global_model.state_dict())
     optimiser = torch.optim.SGD(model.parameters(), lr=lr)
     for _ in range(epochs):
@@ -53,7 +60,7 @@ def local_sgd(global_model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: 
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="checkpoint directory to write")
     parser.add_argument("--clients", type=int, default=8)
@@ -68,8 +75,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-client-releases", action="store_true", help="also record each sampled client's model")
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="width of the hidden layer")
+    parser.add_argument("--canary-clients", type=int, default=0,
+                        help="m canary clients for a white-box audit (each present w.p. ½, then sampled like any client)")
     parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     started = time.time()
 
     # -- your data: half the records split over the clients, the other half never trained on --------------------
@@ -85,7 +99,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)  # a small model: one thread is fastest
     torch.manual_seed(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
-    model = make_model()
+    model = make_model(args.hidden)
+    canaries = (LoopCanaries(model, args.canary_clients, clip=args.clip, first_id=args.clients, seed=args.seed)
+                if args.canary_clients else None)
+    population = [*range(args.clients), *(canaries.client_ids if canaries else [])]
     x_test, y_test = torch.from_numpy(x_all[held_out]), torch.from_numpy(y_all[held_out])
     recorder = FederationRecorder(args.out, model=model, dataset=data, algorithm="dp-fedavg" if args.noise > 0 else "fedavg",
                                   seed=args.seed, overwrite=args.overwrite,
@@ -93,18 +110,23 @@ def main(argv: list[str] | None = None) -> None:
                                   config={"client_rate": args.client_rate, "sampling": args.sampling, "noise_multiplier": args.noise,
                                           "clip": args.clip})
     with recorder:
-        fixed = max(1, round(args.client_rate * args.clients))  # the number drawn each round with --sampling fixed-size
+        fixed = max(1, round(args.client_rate * len(population)))  # the number drawn each round with --sampling fixed-size
         for round_ in range(1, args.rounds + 1):
             if args.sampling == "poisson":
-                sampled = [k for k in range(args.clients) if torch.rand(1, generator=generator).item() < args.client_rate]
+                sampled = [k for k in population if torch.rand(1, generator=generator).item() < args.client_rate]
             else:
-                sampled = sorted(torch.randperm(args.clients, generator=generator)[:fixed].tolist())
+                sampled = sorted(population[i] for i in torch.randperm(len(population), generator=generator)[:fixed].tolist())
+            real = [k for k in sampled if k < args.clients]  # canary clients are not the dataset's clients
             base = {k: v.detach().clone() for k, v in model.state_dict().items()}
             released, total = {}, {k: torch.zeros_like(v) for k, v in base.items()}
             for k in sampled:
-                x, y = (torch.from_numpy(a) for a in data.client_data(k))
-                released[k] = local_sgd(model, x, y, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size, generator=generator)
-                update = {name: released[k][name] - base[name] for name in base}
+                if canaries is not None and canaries.is_canary(k):
+                    update = canaries.update(k, like=base)  # C·c_j: a client of its own, clipped and noised like any
+                else:
+                    x, y = (torch.from_numpy(a) for a in data.client_data(k))
+                    released[k] = local_sgd(model, x, y, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size,
+                                            generator=generator)
+                    update = {name: released[k][name] - base[name] for name in base}
                 norm = torch.sqrt(sum((u**2).sum() for u in update.values()))
                 factor = min(1.0, args.clip / max(float(norm), 1e-12)) if args.noise > 0 else 1.0
                 for name in base:
@@ -113,20 +135,23 @@ def main(argv: list[str] | None = None) -> None:
                 for name in base:
                     total[name] += torch.randn(base[name].shape, generator=generator) * args.noise * args.clip
                 poisson = args.sampling == "poisson"
-                denominator = args.client_rate * args.clients if poisson else fixed
+                denominator = args.client_rate * len(population) if poisson else fixed
                 events = [GaussianRelease("server", noise_multiplier=args.noise, clip=args.clip, level="client",
-                                          sample_rate=args.client_rate if poisson else fixed / args.clients,
+                                          sample_rate=args.client_rate if poisson else fixed / len(population),
                                           sampling=args.sampling)]
             else:
                 denominator = max(len(sampled), 1)
-                events = [NoDP(sampled, "FedAvg without noise")] if sampled else []
+                events = [NoDP(real, "FedAvg without noise")] if real else []
             model.load_state_dict({name: base[name] + total[name] / denominator for name in base})
             with torch.no_grad():
                 accuracy = float((model(x_test).argmax(1) == y_test).float().mean())
-            recorder.record_round(round_, global_model=model, sampled_clients=sampled, privacy_events=events,
+            recorder.record_round(round_, global_model=model, sampled_clients=real, privacy_events=events,
                                   client_releases=released if args.save_client_releases else None,
                                   metrics={"test_accuracy": accuracy})
-            print(f"round {round_:2d}: {len(sampled)} client(s), test accuracy {accuracy:.3f}")
+            print(f"round {round_:2d}: {len(real)} client(s){f' + {len(sampled) - len(real)} canaries' if canaries else ''}, "
+                  f"test accuracy {accuracy:.3f}")
+    if canaries is not None:
+        print(f"canary clients: {canaries.save(recorder.path)} ({len(canaries.client_ids)} of {canaries.count} present)")
     print(f"checkpoint: {recorder.path}  ({time.time() - started:.1f} s)")
 
 

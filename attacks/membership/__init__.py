@@ -23,7 +23,8 @@ API summary (for the audit runner; turning scores into ε lower bounds is :mod:`
     score_input_canaries(target, InputCanaries, signal="loss") -> MembershipScores
     gradient_canary_observations(source, GradientCanaries, view="client"|"aggregate") -> RoundObservations
     summed_canary_scores(observations, canaries) -> MembershipScores            (per-canary design)
-    canary_client_scores(source, CanaryClients, threat_model="final-model"|"all-iterates") -> MembershipScores
+    canary_client_scores(source, CanaryClients, threat_model="final-model"|"all-iterates"|"iterate-sums") -> MembershipScores
+    canary_client_sums(source, CanaryClients) -> np.ndarray  (Σ_t ⟨θ_t − θ_{t−1}, c_j⟩ per canary)
     null_cosine_pdf / _cdf / _sf / sample_null_cosines(count, d, rng)          analytic null, Var = 1/d
         source = checkpoint path | privaudit.fl.engine.recording.ReleaseRecorder | FederationReleases
 
@@ -43,7 +44,7 @@ Attack names: :data:`ATTACKS` (registry); :func:`available_attacks` lists them w
 """
 
 from .base import MembershipAttack
-from .client_canaries import canary_client_cosines, canary_client_scores
+from .client_canaries import canary_client_cosines, canary_client_scores, canary_client_sums
 from .clock_recovery import (
     ClockRecoveryReport,
     SeedRecovery,
@@ -106,6 +107,7 @@ __all__ = [
     "build_attack",
     "canary_client_cosines",
     "canary_client_scores",
+    "canary_client_sums",
     "client_examples",
     "clock_noise",
     "dataset_pool",

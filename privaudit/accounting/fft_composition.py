@@ -189,3 +189,14 @@ def delta_from(c: ComposedLoss, epsilon: float) -> float:
     with np.errstate(over="ignore"):
         value = float(np.sum(p * -np.expm1(epsilon - y)))
     return min(1.0, value + c.extra)
+
+
+def profile_from(c: ComposedLoss, epsilons: np.ndarray) -> np.ndarray:
+    """:func:`delta_from` at every ε of ``epsilons`` at once (suffix sums over the window, one search per ε)."""
+    eps = np.asarray(epsilons, dtype=float)
+    s0, l1 = suffix_log_sums(c.y, c.p)
+    s0, l1 = np.append(s0, 0.0), np.append(l1, -np.inf)
+    k = np.searchsorted(c.y, eps, side="right")  # the first grid value above ε
+    with np.errstate(over="ignore", under="ignore"):
+        value = s0[k] - np.exp(np.minimum(eps + l1[k], 700.0))
+    return np.minimum(1.0, np.maximum(value, 0.0) + c.extra)

@@ -12,12 +12,13 @@ Convenience API (numpy/scipy only, no torch)::
 (:func:`privaudit.audit.verdict.decide`). A route's strategy and sidedness: :class:`RouteOptions`.
 
 Estimators by name: :data:`ESTIMATORS` (``cp``, ``gdp``, ``one-run``, ``one-run-fdp``, ``one-run-fdp-box``,
-``one-run-paired``); each is valid only for the mechanism families and score designs listed in
-:mod:`privaudit.stats.routes`, and :func:`audit_scores` runs every route that applies. Threshold and
-guess strategies: :mod:`privaudit.stats.strategies`. Attack metrics with bootstrap intervals:
-:func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`, :func:`gdp_rounds_lower_bound`;
-the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the gradient-canary audit of a checkpoint,
-:func:`run_gradient_canary_audit` with :class:`GradientCanaryOptions` (imports torch only when called).
+``one-run-paired``, ``one-run-fdp-ledger`` — the run's own curve, ``mechanism=LedgerFamily(...)``); each is valid
+only for the mechanism families and score designs listed in :mod:`privaudit.stats.routes`, and :func:`audit_scores`
+runs every route that applies. Threshold and guess strategies: :mod:`privaudit.stats.strategies`. Attack metrics
+with bootstrap intervals: :func:`attack_metrics`. Per-round white-box composition: :func:`compose_mu`,
+:func:`gdp_rounds_lower_bound`; the bound that needs no composition, :func:`gdp_best_round_lower_bound`; the
+gradient-canary audit of a checkpoint, :func:`run_gradient_canary_audit` with :class:`GradientCanaryOptions`
+(imports torch only when called).
 """
 
 from privaudit.audit.workflows.gradient_canaries import (
@@ -43,6 +44,7 @@ from privaudit.stats.estimators import (
     epsilon_one_run,
     epsilon_one_run_fdp,
     epsilon_one_run_fdp_box,
+    epsilon_one_run_fdp_ledger,
     epsilon_one_run_paired,
     estimate,
 )
@@ -52,6 +54,7 @@ from privaudit.stats.gdp_composition import (
     gdp_best_round_lower_bound,
     gdp_rounds_lower_bound,
 )
+from privaudit.stats.ledger_family import LedgerFamily
 from privaudit.stats.metrics import AttackMetrics, attack_metrics
 from privaudit.stats.roc import RocCurve, auc, roc_curve, tpr_at_fpr
 from privaudit.stats.routes import ROUTES, Route
@@ -88,6 +91,7 @@ __all__ = [
     "GuessGrid",
     "Guesses",
     "IntervalEstimate",
+    "LedgerFamily",
     "LowerBound",
     "MechanismFamily",
     "MultiSplit",
@@ -115,6 +119,7 @@ __all__ = [
     "epsilon_one_run",
     "epsilon_one_run_fdp",
     "epsilon_one_run_fdp_box",
+    "epsilon_one_run_fdp_ledger",
     "epsilon_one_run_paired",
     "estimate",
     "gdp_best_round_lower_bound",

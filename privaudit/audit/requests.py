@@ -6,7 +6,8 @@
 * ``checkpoint`` — a trained federation audited in one run, with input canaries
   (:func:`privaudit.audit.workflows.checkpoint_one_run.run_one_run_audit`, :meth:`AuditRequest.one_run_options`) or
   white-box gradient canaries (:func:`privaudit.audit.workflows.gradient_canaries.run_gradient_canary_audit`,
-  :meth:`AuditRequest.gradient_canary_options`);
+  :meth:`AuditRequest.gradient_canary_options`) or white-box canary clients
+  (:func:`privaudit.audit.workflows.client_canaries.run_client_canary_audit`, :meth:`AuditRequest.client_canary_options`);
 * ``scores`` — attack scores computed elsewhere (:func:`run_scores_audit`).
 
 Making the request checks every field for its mode — options of another mode are refused by name, numbers in range,
@@ -23,8 +24,9 @@ from typing import Any
 from privaudit.audit import scores_audit
 from privaudit.audit.runner import AuditSettings, check_executor
 from privaudit.audit.score_files import read_scores
-from privaudit.audit.workflows import checkpoint_one_run, gradient_canaries
+from privaudit.audit.workflows import checkpoint_one_run, client_canaries, gradient_canaries
 from privaudit.audit.workflows.checkpoint_one_run import OneRunOptions
+from privaudit.audit.workflows.client_canaries import ClientCanaryOptions
 from privaudit.audit.workflows.gradient_canaries import VIEWS, GradientCanaryOptions
 from privaudit.device import resolve_device
 from privaudit.errors import InvalidParameterError
@@ -62,6 +64,7 @@ class AuditRequest:
     canary_view: str | None = None
     canary_magnitude: float | None = None
     canary_client: int | None = None
+    client_canaries: int | None = None
     delta: float = 1e-5
     claimed_epsilon: float | None = None
     trials: int | None = None
@@ -102,11 +105,15 @@ class AuditRequest:
         checkpoint_only = [name for name, on in (
             ("--one-run", self.one_run), ("--canaries", self.canaries is not None),
             ("--gradient-canaries", self.gradient_canaries is not None), ("--canary-view", self.canary_view is not None),
-            ("--canary-magnitude", self.canary_magnitude is not None), ("--canary-client", self.canary_client is not None))
+            ("--canary-magnitude", self.canary_magnitude is not None), ("--canary-client", self.canary_client is not None),
+            ("--client-canaries", self.client_canaries is not None))
             if on]
         if self.mode != "checkpoint" and checkpoint_only:
             raise InvalidParameterError(f"the option(s) {', '.join(checkpoint_only)} apply to --checkpoint audits only")
-        if self.mode == "checkpoint" and self.white_box:
+        if self.mode == "checkpoint" and self.client_canaries is not None:
+            self.client_canary_options()
+            check_writable(self.target(client_canaries.RESULT_FILE))  # before the training, not after it
+        elif self.mode == "checkpoint" and self.white_box:
             self.gradient_canary_options()
             check_writable(self.target(gradient_canaries.RESULT_FILE))  # before the training, not after it
         elif self.mode == "checkpoint":
@@ -154,11 +161,26 @@ class AuditRequest:
                              workers=self.workers, address=self.address, out=self.out, power_trials=self.power_trials,
                              progress=self.progress, torch_threads=self.threads)
 
+    def client_canary_options(self) -> ClientCanaryOptions:
+        """The white-box canary-client audit of the checkpoint (checked)."""
+        others = [name for name, on in (("--one-run", self.one_run), ("--canaries", self.canaries is not None),
+                                        ("--canary-kind", self.canary_kind is not None),
+                                        ("--gradient-canaries and its options", self.white_box),
+                                        ("--trials", self.trials is not None)) if on]
+        if others:
+            raise InvalidParameterError(f"--client-canaries is an audit of its own (m canary clients, one run); it does not "
+                                        f"take {', '.join(others)}")
+        if self.client_canaries is None or self.client_canaries < 2:
+            raise InvalidParameterError(f"--client-canaries needs at least 2 canary clients, got {self.client_canaries}")
+        return ClientCanaryOptions(self.client_canaries, delta=self.delta, significance=self.alpha,
+                                   claimed_epsilon=self.claimed_epsilon, seed=self.seed, power_trials=self.power_trials)
+
     def one_run_options(self) -> OneRunOptions:
         """The one-run (input canaries) audit of the checkpoint (checked)."""
         if not self.one_run:
-            raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (input canaries, black-box) or "
-                                        "--gradient-canaries K (white-box, every round); multi-run audits use --claim")
+            raise InvalidParameterError("a checkpoint is audited in one run: add --one-run (input canaries, black-box), "
+                                        "--gradient-canaries K (white-box, every round) or --client-canaries m (white-box "
+                                        "canary clients); multi-run audits use --claim")
         if self.canaries is None:
             raise InvalidParameterError("--one-run needs --canaries m (the number of canaries, e.g. 500)")
         if self.trials is not None:

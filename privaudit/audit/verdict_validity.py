@@ -38,6 +38,7 @@ from privaudit.audit.verdict import Verdict, decide
 from privaudit.errors import InvalidParameterError
 from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimators import audit_scores
+from privaudit.stats.ledger_scenarios import LedgerMechanism
 from privaudit.stats.power import monte_carlo_interval
 from privaudit.stats.validity import TEST_LEVEL
 from privaudit.stats.validity_scenarios import (
@@ -64,7 +65,7 @@ class ConsistencyCell:
     scenario: Scenario
     attack: Attack
     design: Design
-    mechanism: str
+    mechanism: object  # a family name, or a declared curve family (LedgerFamily)
     attack_optimal: bool = False
     claim_divisor: float = 2.0
     kind: str = "gate"
@@ -181,6 +182,7 @@ def consistency_grid() -> list[ConsistencyCell]:
     """
     gaussian, laplace, rr = GaussianMechanism(1.0), LaplaceMechanism(2.0), RandomizedResponse(2.0)
     subsampled = SubsampledGaussian(2.0, 0.5)
+    ledger = LedgerMechanism(10, 0.5, 3.0)  # the run's own declared mechanism: route one-run-fdp-ledger runs too
     issue = GaussianMechanism(round(gaussian_mu_for(1.13, 1e-5), 4))
     trials, small = Trials(400, 400), Trials(500, 500)
     optimal = Attack("optimal")
@@ -202,6 +204,7 @@ def consistency_grid() -> list[ConsistencyCell]:
         ConsistencyCell(rr, silent, Bernoulli(1000), "any", False),
         ConsistencyCell(subsampled, optimal, small, "any", True),
         ConsistencyCell(subsampled, saturating, Bernoulli(1000), "any", False),
+        ConsistencyCell(ledger, optimal, Bernoulli(1000), ledger.ledger, True),
         # -- reported: can the word be earned (claim true, optimal attack declared), and what a false declaration costs
         ConsistencyCell(gaussian, optimal, trials, "gaussian", True, claim_divisor=1.0, kind="earnable"),
         ConsistencyCell(gaussian, optimal, Bernoulli(12_000), "gaussian", True, claim_divisor=1.0, kind="earnable"),

@@ -7,6 +7,7 @@
     privaudit audit --suite default --out reports/default
     privaudit audit --checkpoint runs/priv --canaries 500 --one-run --out audits/one
     privaudit audit --checkpoint runs/priv --gradient-canaries 200 --canary-view client --out audits/gc
+    privaudit audit --checkpoint runs/cdp --client-canaries 10000 --out audits/cc
     privaudit audit --scores my_scores.json --mechanism any --design fixed --claimed-epsilon 8 --json
 
 Each claim audit writes ``<out>/<claim_id>.json`` (a ``claim-audit`` result that ``privaudit report`` renders)
@@ -64,6 +65,11 @@ def register(app: typer.Typer) -> None:
             None, "--canary-magnitude", help="With --gradient-canaries: canary norm C (default: the ledger's sensitivity Δ)."),
         canary_client: int | None = typer.Option(
             None, "--canary-client", help="With --gradient-canaries: the client that carries the canaries (default 0)."),
+        client_canaries: int | None = typer.Option(
+            None, "--client-canaries",
+            help="With --checkpoint: m white-box canary clients (each a client whose update is a random direction at the "
+                 "clip norm, in w.p. ½, sampled like any client), scored on every global model: a privaudit run is "
+                 "re-trained with them; a recorded run scores the canaries its loop added (LoopCanaries)."),
         delta: float = typer.Option(1e-5, "--delta", help="With --checkpoint or --scores: δ of the audited claim."),
         claimed_epsilon: float | None = typer.Option(
             None, "--claimed-epsilon", help="With --checkpoint (default: the ledger's) or --scores: the ε to audit."),
@@ -94,7 +100,7 @@ def register(app: typer.Typer) -> None:
             list_claims=list_, claim=claim, suite=suite, checkpoint=checkpoint, scores=scores, mechanism=mechanism,
             design=design, optimal_attack=optimal_attack, one_run=one_run, canaries=canaries, canary_kind=canary_kind,
             gradient_canaries=gradient_canaries, canary_view=canary_view, canary_magnitude=canary_magnitude,
-            canary_client=canary_client, delta=delta, claimed_epsilon=claimed_epsilon, trials=trials, executor=executor,
+            canary_client=canary_client, client_canaries=client_canaries, delta=delta, claimed_epsilon=claimed_epsilon, trials=trials, executor=executor,
             workers=workers, address=address, alpha=alpha, power_trials=power_trials, seed=seed, out=out, threads=threads,
             device=device, progress=not quiet)
         run(request, json_output=json_output)

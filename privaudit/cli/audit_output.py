@@ -20,7 +20,7 @@ from privaudit.audit.claims import list_claims
 from privaudit.audit.requests import SCORES_RESULT_FILE, AuditRequest, run_scores_audit
 from privaudit.audit.scores_audit import scores_audit_table
 from privaudit.audit.summary import audit_table, reasons, registry_table
-from privaudit.audit.workflows import checkpoint_one_run, gradient_canaries
+from privaudit.audit.workflows import checkpoint_one_run, client_canaries, gradient_canaries
 from privaudit.cli.common import fail, json_safe, print_json, relocation_problem
 from privaudit.device import training_device
 from privaudit.output_folder import opened
@@ -39,7 +39,9 @@ def run(request: AuditRequest, *, json_output: bool) -> None:
         _scores(request, json_output)
     elif request.mode == "checkpoint":
         with training_device(request.device):
-            (_gradient_canaries if request.white_box else _one_run)(request, json_output)
+            chosen = (_client_canaries if request.client_canaries is not None
+                      else _gradient_canaries if request.white_box else _one_run)
+            chosen(request, json_output)
     else:
         _claims(request, json_output)
 
@@ -165,6 +167,42 @@ def _gradient_canaries(request: AuditRequest, json_output: bool) -> None:
         say(f"clipping bound in iteration(s) {details['rounds_clipped']}: a round's canaries are coupled, so only the one-run "
             "bound (no independence needed) decides")
     say(f"threat model: {gradient_canaries.THREAT_MODEL}")
+    say(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}")
+    say(f"seconds: {result.seconds:.1f}")
+    say(f"written: {written}")
+
+
+def _client_canaries(request: AuditRequest, json_output: bool) -> None:
+    """``--checkpoint DIR --client-canaries m``: white-box canary clients, every global model observed."""
+    import torch
+
+    checkpoint, options = request.checkpoint, request.client_canary_options()
+    torch.set_num_threads(request.threads)
+    result = client_canaries.run_client_canary_audit(checkpoint, options, progress=request.progress)
+    written = _write_checkpoint_audit(request, client_canaries.RESULT_FILE, result, options)
+    if json_output:
+        print_json(result.data())
+        return
+    console = _console()
+    details = result.details
+    how = "re-trained with them" if result.source == "re-run" else "recorded by the run's loop"
+    table = Table(title=f"canary-client audit of {checkpoint} ({result.canaries} canary clients, {how})")
+    for name in ("estimator", "ε lower bound", "α", "ceiling", "power (optimal attack, 2× claim)"):
+        table.add_column(name)
+    for b in result.bounds:
+        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.significance:.3g}", f"{b.ceiling:.4g}",
+                      "—" if b.power is None else f"≥ {b.power.lower:.2f}")
+    console.print(table)
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False)
+
+    say(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}) from {details['claim_source']}; "
+        f"{result.inserted} of {result.canaries} canary clients inserted, d = {details['dimension']}")
+    mu = details.get("mechanism_mu")
+    if mu:
+        say(f"the mechanism's own μ = {mu['composed']:.4g} → ε = {mu['epsilon']:.4g} (what unlimited canaries would find)")
+    say(f"threat model: {client_canaries.THREAT_MODEL}")
     say(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}")
     say(f"seconds: {result.seconds:.1f}")
     say(f"written: {written}")

@@ -17,6 +17,12 @@ Mechanism families (what the audited claim is about):
 ``pure``
     A pure ε-DP mechanism (δ = 0: Laplace, randomized response, objective perturbation with exponential-family
     noise). Every route valid for ``any`` applies, at δ = 0 where the route allows it.
+``ledger``
+    Exactly the mechanism a run declares (its ledger's composition, e.g. T steps of a Poisson-subsampled Gaussian),
+    up to its noise scale: declared by passing the family itself
+    (a :class:`~privaudit.stats.curve_family.CurveFamily` such as :class:`~privaudit.stats.ledger_family.LedgerFamily`)
+    as the mechanism. Route ``one-run-fdp-ledger`` tests its curves; as an (ε, δ)-DP mechanism it also takes every
+    route valid for ``any``.
 
 Designs (how the in/out scores came about):
 
@@ -40,12 +46,14 @@ from enum import Enum
 
 from privaudit.accounting.mechanisms import Gaussian, Laplace, PureDP, SubsampledGaussian
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.curve_family import CurveFamily
 
 
 class MechanismFamily(str, Enum):
     ANY = "any"
     GAUSSIAN = "gaussian"
     PURE = "pure"
+    LEDGER = "ledger"
 
 
 class Design(str, Enum):
@@ -58,6 +66,7 @@ MECHANISM_TEXT = {
     MechanismFamily.ANY: "any (ε, δ)-DP mechanism",
     MechanismFamily.GAUSSIAN: "a Gaussian-shaped mechanism (Gaussian noise, composed, no subsampling)",
     MechanismFamily.PURE: "a pure ε-DP mechanism",
+    MechanismFamily.LEDGER: "the run's own declared mechanism (its ledger's trade-off curve family)",
 }
 
 DESIGN_TEXT = {
@@ -68,7 +77,9 @@ DESIGN_TEXT = {
 
 
 def mechanism_family(value: object) -> MechanismFamily:
-    """The family named by ``value`` (an enum member or its name), or one clear error."""
+    """The family named by ``value`` (an enum member or its name; a curve family declares ``ledger``), or one error."""
+    if isinstance(value, CurveFamily):
+        return MechanismFamily.LEDGER
     try:
         return MechanismFamily(value.value if isinstance(value, MechanismFamily) else str(value).strip().lower())
     except ValueError:

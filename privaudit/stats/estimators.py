@@ -30,10 +30,12 @@ from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.ceiling import ceiling
 from privaudit.stats.claim_power import NO_CLAIM, ClaimPower
+from privaudit.stats.curve_family import CurveFamily
 from privaudit.stats.estimates import LowerBound
 from privaudit.stats.guess_selection import split_ceiling
 from privaudit.stats.one_run import one_run_epsilon
 from privaudit.stats.one_run_fdp import one_run_fdp_epsilon
+from privaudit.stats.one_run_fdp_ledger import ledger_guess_test
 from privaudit.stats.power import canonical_power, declared, power_unavailable
 from privaudit.stats.routes import ROUTES, Route, applicable_routes, resolve_assumptions, route
 from privaudit.stats.scores import AuditScores, check_delta, check_positive_delta, check_significance
@@ -42,18 +44,21 @@ from privaudit.stats.strategies import MultiSplit, Split, Strategy
 
 @functools.lru_cache(maxsize=4096)
 def _cached_ceiling(name: str, n_in: int, n_out: int, strategy: Strategy, significance: float, delta: float,
-                    two_sided: bool) -> float:
-    """The ceiling depends only on the route, sample sizes, strategy, α, δ and sidedness: computed once per tuple."""
+                    two_sided: bool, curves: CurveFamily | None = None) -> float:
+    """The ceiling depends only on the route, sample sizes, strategy, α, δ, sidedness and (for a curve route) the curve
+    family: computed once per tuple."""
     chosen = route(name)
+    run_bound = chosen.bound_for(curves)
 
     def bound(candidate: AuditScores, picked: Strategy = strategy) -> float:
-        return chosen.bound(candidate, significance, delta, picked, two_sided)[0]
+        return run_bound(candidate, significance, delta, picked, two_sided)[0]
 
     sizes = AuditScores.trusted(np.zeros(n_in), np.zeros(n_out))
-    return _ceiling(chosen, bound, sizes, strategy, significance, delta)
+    return _ceiling(chosen, bound, sizes, strategy, significance, delta, curves)
 
 
-def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float) -> float:
+def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, significance: float, delta: float,
+             curves: CurveFamily | None = None) -> float:
     """The perfect attack's bound (:mod:`privaudit.stats.ceiling`); for one-run splits, the best any outcome allows."""
     if chosen.one_run and isinstance(strategy, (Split, MultiSplit)):
         def test(m: int, r: int, v: int, share: float, precise: bool) -> float:
@@ -62,6 +67,8 @@ def _ceiling(chosen: Route, bound, scores: AuditScores, strategy: Strategy, sign
             curve = "dp" if chosen.name == "one-run-fdp-box" else "gaussian"
             return one_run_fdp_epsilon(m, r, v, share, delta, precise=precise, curve=curve)
 
+        if curves is not None:
+            test = ledger_guess_test(curves, delta)
         return split_ceiling(scores.n_in + scores.n_out, strategy, significance, test)
     return ceiling(bound, scores.n_in, scores.n_out, strategy, stratified_splits=chosen.two_sided)
 
@@ -110,11 +117,13 @@ def estimate(
     if two_sided and not chosen.two_sided:
         raise InvalidParameterError(f"{name} is one-sided: it guesses 'in' for high scores; negate the scores instead")
     strategy = chosen.default_strategy if route_options.strategy is None else route_options.strategy
+    run_bound = chosen.bound_for(mechanism)
+    curves = mechanism if chosen.curve_bound is not None else None
 
     def bound(candidate: AuditScores, picked: Strategy = strategy) -> float:
-        return chosen.bound(candidate, significance, delta, picked, two_sided)[0]
+        return run_bound(candidate, significance, delta, picked, two_sided)[0]
 
-    epsilon, details = chosen.bound(scores, significance, delta, strategy, two_sided)
+    epsilon, details = run_bound(scores, significance, delta, strategy, two_sided)
     details = dict(details, reference=chosen.reference)
     power, no_power = None, None
     if claim.claimed_epsilon is not None:
@@ -132,7 +141,7 @@ def estimate(
         significance=significance,
         delta=delta,
         strategy=strategy,
-        ceiling=_cached_ceiling(name, scores.n_in, scores.n_out, strategy, significance, delta, two_sided),
+        ceiling=_cached_ceiling(name, scores.n_in, scores.n_out, strategy, significance, delta, two_sided, curves),
         power=power,
         n_in=scores.n_in,
         n_out=scores.n_out,
@@ -214,6 +223,9 @@ epsilon_one_run_fdp = _estimator(
     "one-run-fdp", "ε lower bound from one run against the Gaussian f-DP curve (Mahloujifar et al. 2024); Gaussian-shaped mechanisms.")
 epsilon_one_run_fdp_box = _estimator(
     "one-run-fdp-box", "ε lower bound from one run against the (ε, δ)-DP curve (Mahloujifar et al. 2024); any mechanism.")
+epsilon_one_run_fdp_ledger = _estimator(
+    "one-run-fdp-ledger", "ε lower bound from one run against the run's own trade-off curve (Mahloujifar et al. 2024); "
+    "mechanism = LedgerFamily(...).")
 epsilon_one_run_paired = _estimator(
     "one-run-paired", "ε lower bound from random in/out pairs (Steinke et al. 2023 on pairs); any mechanism, fixed counts.")
 
@@ -225,6 +237,7 @@ ESTIMATORS: Mapping[str, Callable[..., LowerBound]] = MappingProxyType({
     "one-run-fdp": epsilon_one_run_fdp,
     "one-run-fdp-box": epsilon_one_run_fdp_box,
     "one-run-paired": epsilon_one_run_paired,
+    "one-run-fdp-ledger": epsilon_one_run_fdp_ledger,
 })
 
 

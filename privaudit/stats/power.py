@@ -119,6 +119,10 @@ def rank_invariance_problem(route: Route, strategy: Strategy) -> str | None:
 
 def power_unavailable(family: MechanismFamily, route: Route, strategy: Strategy, delta: float, factor: float) -> str | None:
     """Why no attack-based power exists for this audit (None when the canonical Gaussian alternative applies)."""
+    if family is MechanismFamily.LEDGER:
+        return ("no attack-based power for a declared ledger mechanism yet: its canonical alternative (the same "
+                "mechanism with its noise scaled to factor× the claimed ε, attacked optimally) is not simulated here, "
+                "and the Gaussian alternative is not that mechanism")
     if family is not MechanismFamily.GAUSSIAN:
         return (f"no attack-based power for mechanism family '{family.value}': a mechanism with ε = {factor:g}× the claim "
                 "can act on membership so rarely that no audit of these sizes sees it (e.g. randomized response at that "

@@ -1,15 +1,16 @@
 """The ε lower-bound routes and what each assumes: the mechanism families and designs it is valid for.
 
-===================  ==================================================  ===================  ===================
-route                what it tests                                       valid for mechanism  needs design
-===================  ==================================================  ===================  ===================
-``cp``               (ε, δ)-DP curve at a threshold, Clopper–Pearson     any, gaussian, pure  trials
-``gdp``              μ-GDP, converted to (ε, δ) through G_μ              gaussian             trials
-``one-run``          (ε, δ) box, Steinke et al. p-value                  any, gaussian, pure  bernoulli
-``one-run-fdp``      Gaussian curve through (ε, δ), one run              gaussian             bernoulli
-``one-run-fdp-box``  (ε, δ)-DP curve (δ = 0: randomized response)        any, gaussian, pure  bernoulli
-``one-run-paired``   Steinke et al. on random in/out pairs, (2ε, ·δ)     any, gaussian, pure  trials, bernoulli, fixed
-===================  ==================================================  ===================  ===================
+======================  ===============================================  ===================  ========================
+route                   what it tests                                    valid for mechanism  needs design
+======================  ===============================================  ===================  ========================
+``cp``                  (ε, δ)-DP curve at a threshold, Clopper–Pearson  any, gaussian, pure  trials
+``gdp``                 μ-GDP, converted to (ε, δ) through G_μ           gaussian             trials
+``one-run``             (ε, δ) box, Steinke et al. p-value               any, gaussian, pure  bernoulli
+``one-run-fdp``         Gaussian curve through (ε, δ), one run           gaussian             bernoulli
+``one-run-fdp-box``     (ε, δ)-DP curve (δ = 0: randomized response)     any, gaussian, pure  bernoulli
+``one-run-paired``      Steinke et al. on random in/out pairs, (2ε, ·δ)  any, gaussian, pure  trials, bernoulli, fixed
+``one-run-fdp-ledger``  the run's own curve (its ledger, noise scaled)   ledger               bernoulli
+======================  ===============================================  ===================  ========================
 
 (:mod:`privaudit.stats.assumptions` defines the families and designs.) Why the restrictions:
 
@@ -22,6 +23,10 @@ route                what it tests                                       valid f
 * ``one-run``, ``one-run-fdp`` and ``one-run-fdp-box`` need each canary included by an independent fair coin
   (Steinke, Nasr & Jagielski 2023 Thm 3.1; Mahloujifar, Melis & Chaudhuri 2024 Thm 9): with fixed, unequal
   counts guessing the majority side is right more often than ½ with no signal at all.
+* ``one-run-fdp-ledger`` tests the declared mechanism's own trade-off curve (its ledger's composition with the
+  noise scaled, :mod:`privaudit.stats.one_run_fdp_ledger`): valid for the mechanism as declared, subsampled or not,
+  and for nothing else; the caller passes the curve family itself as the mechanism (family ``ledger``), which every
+  route valid for ``any`` also takes.
 * ``one-run-paired`` pairs the canaries at random and needs only that the "in" set was a uniformly random subset
   of its size (:mod:`privaudit.stats.one_run_paired`), so it is valid for every design, at the price of a factor 2
   in ε per pair.
@@ -44,9 +49,11 @@ from privaudit.stats.assumptions import (
     mechanism_family,
 )
 from privaudit.stats.clopper_pearson import cp_bound
+from privaudit.stats.curve_family import CurveFamily
 from privaudit.stats.gdp import gdp_bound
 from privaudit.stats.one_run import one_run_bound
 from privaudit.stats.one_run_fdp import one_run_fdp_bound
+from privaudit.stats.one_run_fdp_ledger import one_run_fdp_ledger_bound
 from privaudit.stats.one_run_paired import one_run_paired_bound
 from privaudit.stats.scores import AuditScores
 from privaudit.stats.strategies import (
@@ -79,9 +86,22 @@ class Route:
     #: the bound reads the scores only through their order (False: it also reads score differences), so its power
     #: against an optimal attack is the same for every strictly increasing transform (:mod:`privaudit.stats.power`)
     order_only: bool = True
+    #: routes that test a declared curve family (``ledger``): family -> the bound against its curves
+    curve_bound: Callable[[CurveFamily], Bound] | None = None
+
+    def bound_for(self, mechanism: object) -> Bound:
+        """The bound to run for the declared ``mechanism``: the route's own, or the one of the family's curves."""
+        if self.curve_bound is None:
+            return self.bound
+        if not isinstance(mechanism, CurveFamily):
+            raise RouteNotApplicable(f"{self.name} tests the run's own trade-off curves: pass the curve family itself "
+                                     "as the mechanism (e.g. LedgerFamily.subsampled_gaussian(T, q, sigma))")
+        return self.curve_bound(mechanism)
 
     def not_applicable(self, mechanism: MechanismFamily, design: Design) -> str | None:
         """Why the route's bound would not be valid for ``mechanism`` under ``design`` (None when it is)."""
+        if mechanism is MechanismFamily.LEDGER and MechanismFamily.ANY in self.families:
+            mechanism = MechanismFamily.ANY  # a declared mechanism is one (ε, δ)-DP mechanism among all
         if mechanism not in self.families:
             return (f"{self.name} is valid only for {' or '.join(MECHANISM_TEXT[f] for f in self.families)}; "
                     f"the audited mechanism is declared as {MECHANISM_TEXT[mechanism]} ({mechanism.value})")
@@ -93,6 +113,17 @@ class Route:
     def to_dict(self) -> dict[str, Any]:
         return {"route": self.name, "summary": self.summary, "families": [f.value for f in self.families],
                 "designs": [d.value for d in self.designs], "reference": self.reference}
+
+
+def _needs_family(scores: AuditScores, significance: float, delta: float, strategy: Any, two_sided: bool):
+    raise RouteNotApplicable("one-run-fdp-ledger needs the run's curve family as its mechanism (Route.bound_for)")
+
+
+def _ledger_bound(family: CurveFamily) -> Bound:
+    def wrapped(scores: AuditScores, significance: float, delta: float, strategy: Any, two_sided: bool):
+        return one_run_fdp_ledger_bound(scores, significance, delta, strategy, family)
+
+    return wrapped
 
 
 def _one_sided(bound: Callable[..., tuple[float, dict[str, Any]]], **keywords: Any) -> Bound:
@@ -141,6 +172,15 @@ ROUTES: Mapping[str, Route] = MappingProxyType({
         one_run=True,
         order_only=False,  # pairs are ranked by |s_in − s_out|, a difference on the score's own scale
     ),
+    "one-run-fdp-ledger": Route(
+        "one-run-fdp-ledger", _needs_family, Bonferroni(DEFAULT_GUESS_GRID), False, True,
+        (MechanismFamily.LEDGER,), (Design.BERNOULLI,),
+        "Mahloujifar, Melis & Chaudhuri 2024 (f-DP in one run, Thm 9) with the run's own curve; Steinke, Nasr & "
+        "Jagielski 2023 (one-run design)",
+        "ε lower bound from one run against the declared mechanism's own trade-off curve (its ledger, noise scaled)",
+        one_run=True,
+        curve_bound=_ledger_bound,
+    ),
 })
 
 
@@ -165,4 +205,8 @@ def resolve_assumptions(chosen: Route, mechanism: object, design: object | None)
 def applicable_routes(mechanism: object, design: object) -> dict[str, str | None]:
     """name → None where the route applies to (mechanism, design), else the reason it does not."""
     family, provenance = mechanism_family(mechanism), design_of(design)
-    return {name: r.not_applicable(family, provenance) for name, r in ROUTES.items()}
+    reasons = {name: r.not_applicable(family, provenance) for name, r in ROUTES.items()}
+    for name, r in ROUTES.items():
+        if reasons[name] is None and r.curve_bound is not None and not isinstance(mechanism, CurveFamily):
+            reasons[name] = f"{name} needs the run's curve family itself (e.g. LedgerFamily), not only its name"
+    return reasons

@@ -11,6 +11,8 @@ designs of :mod:`privaudit.stats.validity_scenarios` (re-exported here):
   refuses the scenario (its mechanism family or design is not one it is valid for:
   :class:`privaudit.errors.RouteNotApplicable`) is a result too, "not run" with the reason — never
   silently dropped. The mechanism claim passed is the most general true one the route accepts.
+* :class:`~privaudit.stats.ledger_scenarios.LedgerMechanism` (re-exported) — T steps of a (subsampled) Gaussian with
+  a declared ledger, the scenario of route ``one-run-fdp-ledger``.
 * :func:`measure_tightness` — mean ε_lb/ε_true of a route on the Gaussian mechanism in its natural design.
 
 The verdicts' own property — P[consistent | true ε ≥ factor × claimed ε] ≤ 1 − min_power, for optimal, weak,
@@ -36,6 +38,7 @@ from scipy import stats
 
 from privaudit.errors import InvalidParameterError, RouteNotApplicable
 from privaudit.stats.estimators import RouteOptions, default_strategy, estimate
+from privaudit.stats.ledger_scenarios import LedgerMechanism
 from privaudit.stats.power import monte_carlo_interval
 from privaudit.stats.routes import ROUTES
 from privaudit.stats.strategies import (
@@ -79,7 +82,8 @@ from privaudit.stats.validity_scenarios import (
 
 __all__ = [
     "ATTACK_KINDS", "CLAIM_ANY", "CLAIM_GAUSSIAN", "CLAIM_PURE", "NULL_SHAPES", "TEST_LEVEL", "Attack", "Bernoulli",
-    "Cell", "CellBounds", "CoverageResult", "Design", "Fixed", "GaussianMechanism", "LaplaceMechanism", "NullScores",
+    "Cell", "CellBounds", "CoverageResult", "Design", "Fixed", "GaussianMechanism", "LaplaceMechanism", "LedgerMechanism",
+    "NullScores",
     "RandomizedResponse", "RouteInfo", "Scenario", "SubsampledGaussian", "Tightness", "Trials", "available_routes",
     "build_strategy", "call_route", "cell_bounds", "coverage_verdict", "design_of_size", "draw_attacked_scores",
     "draw_scores", "draw_seed", "evaluate_cell", "laplace_delta", "laplace_epsilon", "measure_tightness",

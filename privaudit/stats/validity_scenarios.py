@@ -49,9 +49,12 @@ from scipy import optimize, stats
 
 from privaudit.accounting.gaussian import gaussian_epsilon
 from privaudit.errors import InvalidParameterError
+from privaudit.stats.ledger_family import LedgerFamily
 
 #: Mechanism claims an auditor can make, from the most general to the most specific.
 CLAIM_ANY, CLAIM_GAUSSIAN, CLAIM_PURE = "any", "gaussian", "pure"
+#: The declared-ledger claim "one Gaussian release, noise unknown" (route one-run-fdp-ledger; its σ only indexes it).
+CLAIM_GAUSSIAN_LEDGER = LedgerFamily.subsampled_gaussian(1, 1.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,8 +159,8 @@ class NullScores:
             raise InvalidParameterError(f"null shape must be one of {', '.join(NULL_SHAPES)}, got {self.shape!r}")
 
     family = "null"
-    #: identical distributions are 0-DP, 0-GDP and pure 0-DP: every claim about them is true.
-    claims = (CLAIM_ANY, CLAIM_GAUSSIAN, CLAIM_PURE)
+    #: identical distributions are 0-DP, 0-GDP, pure 0-DP and the noise → ∞ limit of a Gaussian release: all true.
+    claims = (CLAIM_ANY, CLAIM_GAUSSIAN, CLAIM_PURE, CLAIM_GAUSSIAN_LEDGER)
 
     @property
     def name(self) -> str:
@@ -189,7 +192,7 @@ class GaussianMechanism:
             raise InvalidParameterError(f"mu must be a positive finite number, got {self.mu}")
 
     family = "gaussian"
-    claims = (CLAIM_ANY, CLAIM_GAUSSIAN)
+    claims = (CLAIM_ANY, CLAIM_GAUSSIAN, CLAIM_GAUSSIAN_LEDGER)
 
     @property
     def name(self) -> str:
@@ -310,8 +313,11 @@ class SubsampledGaussian:
         _subsampled_check(self.mu, self.q)
 
     family = "subsampled-gaussian"
-    #: a Gaussian mixture: neither G_μ-shaped nor pure DP, so "any" is the only true claim
-    claims = (CLAIM_ANY,)
+
+    @property
+    def claims(self) -> tuple[object, ...]:
+        """A Gaussian mixture, neither G_μ-shaped nor pure DP: "any", and its own ledger (one step at rate q)."""
+        return (CLAIM_ANY, LedgerFamily.subsampled_gaussian(1, self.q, 1.0 / self.mu))
 
     @property
     def name(self) -> str:

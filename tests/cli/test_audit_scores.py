@@ -34,7 +34,8 @@ def test_json_scores_list_every_route_with_bound_or_reason(capsys, tmp_path):
     assert code == 0, err
     data = json.loads(out)
     routes = {r["route"]: r for r in data["routes"]}
-    assert set(routes) == {"cp", "gdp", "one-run", "one-run-fdp", "one-run-fdp-box", "one-run-paired"}
+    assert set(routes) == {"cp", "gdp", "one-run", "one-run-fdp", "one-run-fdp-box", "one-run-paired", "one-run-fdp-ledger"}
+    assert not routes["one-run-fdp-ledger"]["run"] and "ledger" in routes["one-run-fdp-ledger"]["reason"]
     assert routes["cp"]["run"] and routes["cp"]["epsilon_lb"] > 0.1
     assert not routes["gdp"]["run"] and "Gaussian-shaped" in routes["gdp"]["reason"] and routes["gdp"]["epsilon_lb"] is None
     assert not routes["one-run"]["run"] and "probability ½" in routes["one-run"]["reason"]

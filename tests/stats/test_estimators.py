@@ -34,7 +34,8 @@ IN, OUT = deterministic_normal(1.5, 800), deterministic_normal(0.0, 700)
 
 
 def test_registry_lists_the_estimators_with_descriptions():
-    assert list(ESTIMATORS) == ["cp", "gdp", "one-run", "one-run-fdp", "one-run-fdp-box", "one-run-paired"]
+    assert list(ESTIMATORS) == ["cp", "gdp", "one-run", "one-run-fdp", "one-run-fdp-box", "one-run-paired",
+                                "one-run-fdp-ledger"]
     descriptions = describe_estimators()
     assert all(descriptions[name] for name in ESTIMATORS)
     with pytest.raises(InvalidParameterError, match="unknown estimator"):

@@ -38,6 +38,7 @@ from privaudit.errors import InvalidParameterError
 from privaudit.stats.assumptions import MechanismFamily
 from privaudit.stats.claim_power import ClaimPower
 from privaudit.stats.estimators import estimate
+from privaudit.stats.ledger_family import LedgerFamily
 from privaudit.stats.metrics import attack_metrics
 
 RESULT_FILE = "one-run.json"
@@ -81,19 +82,29 @@ def _one_run_scores(spec, options: OneRunOptions, progress: bool):
     return in_s, out_s, drawn
 
 
-def bound_one_run(checkpoint: Path, claim: CheckpointClaim, in_s, out_s, options: CheckpointAuditOptions):
+def bound_one_run(checkpoint: Path, claim: CheckpointClaim, in_s, out_s, options: CheckpointAuditOptions, *,
+                  gaussian_routes: tuple[str, ...] = ("one-run", "one-run-fdp"), ledger: LedgerFamily | None = None):
     """The one-run routes' ε lower bounds on Bernoulli canary scores, the verdict and the attack's metrics.
 
-    Routes: ``one-run`` and ``one-run-fdp`` (Gaussian ledger) or ``one-run-fdp-box``, each at α/2. The ledger never
-    certifies its own claim (:mod:`privaudit.audit.workflows.checkpoint_claim`): the attack decides. Returns
+    Routes: ``gaussian_routes`` (default ``one-run`` and ``one-run-fdp``) for a Gaussian ledger; else, given the run's
+    own curve family ``ledger`` (:class:`privaudit.stats.ledger_family.LedgerFamily`, e.g. T subsampled Gaussian
+    releases), ``one-run-fdp-ledger`` against it; else ``one-run`` and ``one-run-fdp-box``; α split equally over them
+    (chosen from the ledger, before any score is seen). The ledger never certifies its own claim
+    (:mod:`privaudit.audit.workflows.checkpoint_claim`): the attack decides. Returns
     ``(bounds, verdict, metrics, family, family_reason, routes)``.
     """
     family, family_reason = run_mechanism_family(checkpoint)
-    routes = ("one-run", "one-run-fdp" if family is MechanismFamily.GAUSSIAN else "one-run-fdp-box")
-    share = float(options.significance) / 2
+    if family is MechanismFamily.GAUSSIAN:
+        routes = gaussian_routes
+    elif ledger is not None:
+        routes = ("one-run-fdp-ledger",)
+        family_reason = f"{family_reason}; the run's own curve family: {ledger}"
+    else:
+        routes = ("one-run", "one-run-fdp-box")
+    share = float(options.significance) / len(routes)
     power = ClaimPower(claim.epsilon, trials=options.power_trials, seed=options.seed, attack_optimal=options.attack_optimal)
-    bounds = [estimate(name, in_s, out_s, mechanism=family, design="bernoulli", significance=share, delta=claim.delta,
-                       claim=power)
+    bounds = [estimate(name, in_s, out_s, mechanism=ledger if name == "one-run-fdp-ledger" else family,
+                       design="bernoulli", significance=share, delta=claim.delta, claim=power)
               for name in routes]
     verdict = decide(claim.epsilon, claim.delta, bounds, [])
     metrics = attack_metrics(in_s, out_s, n_resamples=200, seed=options.seed).to_dict()

@@ -10,7 +10,8 @@ ground truth an audit compares scores against.
   Steinke, Nasr & Jagielski 2023): an algorithm wrapper that adds C·c to a client's update in chosen rounds,
   before the privatizer.
 * :mod:`~privaudit.fl.canaries.clients` — canary *clients* (Andrew et al. 2024): extra clients whose update
-  is a fixed random unit direction; a dataset transform (placeholder clients) plus an algorithm wrapper.
+  is a fixed random unit direction; a dataset transform (placeholder clients) plus an algorithm wrapper;
+  :mod:`~privaudit.fl.canaries.client_file` — the canary clients a recorded loop added, stored beside its checkpoint.
 * :mod:`~privaudit.fl.canaries.directions` — the random unit and Dirac directions they share.
 * :func:`~privaudit.fl.canaries.compose.with_canaries` — build a registry algorithm with canary wrappers
   placed between Upcycled-FL and the privatizer.

@@ -29,7 +29,11 @@ import torch
 from privaudit.data.base import ClientData, FederatedDataset
 from privaudit.errors import InvalidParameterError
 from privaudit.fl.algorithms.base import AlgorithmWrapper
-from privaudit.fl.canaries.directions import membership_bits, random_unit_directions
+from privaudit.fl.canaries.directions import (
+    membership_bits,
+    random_orthonormal_directions,
+    random_unit_directions,
+)
 from privaudit.fl.engine import params as P
 from privaudit.fl.engine.algorithm import Algorithm, ClientContext, ClientResult, SetupContext
 from privaudit.fl.engine.capabilities import ReleaseBound
@@ -93,10 +97,17 @@ def make_canary_clients(
     update_norm: float | None = None,
     weight: int | None = None,
     inclusion: float = 0.5,
+    orthonormal: bool = False,
 ) -> CanaryClients:
-    """``count`` random unit directions in ``dimension`` (= scalars in the model state), each inserted w.p. ``inclusion``."""
+    """``count`` random unit directions in ``dimension`` (= scalars in the model state), each inserted w.p. ``inclusion``.
+
+    ``orthonormal``: mutually orthonormal directions (``count`` ≤ ``dimension``), so the round's isotropic noise
+    projects onto the canaries as independent coordinates and no canary leaks into another's projection. The same
+    (dimension, count, seed, inclusion, orthonormal) give the same directions and bits: a recorded run stores only those.
+    """
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCC]))
-    directions = random_unit_directions(int(count), int(dimension), rng)
+    draw = random_orthonormal_directions if orthonormal else random_unit_directions
+    directions = draw(int(count), int(dimension), rng)
     return CanaryClients(directions, membership_bits(int(count), rng, inclusion), int(seed),
                          None if update_norm is None else float(update_norm), None if weight is None else int(weight))
 

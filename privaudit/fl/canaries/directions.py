@@ -59,3 +59,30 @@ def membership_bits(shape: int | tuple[int, ...], rng: np.random.Generator, incl
     if not 0.0 < inclusion < 1.0:
         raise InvalidParameterError(f"the inclusion probability must lie in (0, 1), got {inclusion}")
     return rng.random(shape) < inclusion
+
+
+#: Above this many flops (≈ 2·d·m²) the Haar frame's QR is replaced by disjoint supports (seconds, not minutes).
+QR_BUDGET = 2e10
+
+
+def random_orthonormal_directions(count: int, dimension: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` mutually orthonormal rows in R^dimension; isotropic Gaussian noise projects onto them as independent
+    N(0, s²) coordinates.
+
+    Up to :data:`QR_BUDGET` flops: Haar-distributed, the Q factor of a Gaussian matrix with the signs of R's diagonal
+    fixed (Mezzadri 2007, "How to generate random matrices from the classical compact groups", §5). Beyond it (e.g.
+    10⁴ canaries in 1.4·10⁴ dimensions): the coordinates are split at random into ``count`` disjoint supports of
+    ⌊d/m⌋ coordinates and each row is a uniform unit vector on its own support — orthonormal by disjointness.
+    """
+    if count < 1 or count > dimension:
+        raise InvalidParameterError(f"{count} orthonormal directions need at least as many dimensions, the model has "
+                                    f"{dimension}; use at most {dimension} canaries or random (non-orthogonal) directions")
+    if 2.0 * dimension * count * count <= QR_BUDGET:
+        q, r = np.linalg.qr(rng.standard_normal((dimension, count)))
+        return (q * np.sign(np.diag(r))).T.copy()
+    width = dimension // count
+    support = rng.permutation(dimension)[: count * width].reshape(count, width)
+    values = rng.standard_normal((count, width))
+    out = np.zeros((count, dimension))
+    out[np.arange(count)[:, None], support] = values / np.linalg.norm(values, axis=1, keepdims=True)
+    return out
