@@ -3,8 +3,9 @@ mods with one bug each, recorded by privaudit's audit tap.
 
 Everything Flower does here is Flower's: its round loop (``Strategy.start``), ``FedAvg``'s node sampling
 (``random.sample``) and weighted mean, the fixed-clipping wrappers (``DifferentialPrivacyServerSideFixedClipping``,
-``DifferentialPrivacyClientSideFixedClipping`` with ``fixedclipping_mod``; flwr 1.42) and their noise
-(``np.random.normal``). Only the transport is replaced: :class:`InProcessGrid` hands each message to the ClientApp's
+``DifferentialPrivacyClientSideFixedClipping`` with ``fixedclipping_mod``; flwr 1.42), the adaptive-clipping ones
+(``DifferentialPrivacy{Server,Client}SideAdaptiveClipping``, the latter with ``adaptiveclipping_mod``; σ_b =
+:data:`COUNT_STDDEV`) and their noise (``np.random.normal``). Only the transport is replaced: :class:`InProcessGrid` hands each message to the ClientApp's
 function and mods in this process instead of Flower's Ray simulation engine (a federation of ten nodes takes a
 fraction of a second, so ``benchmarks/check_bugs.py`` can run hundreds). The ClientApp trains the same small MLP on
 scikit-learn's digits as ``examples/check_loops.py``. The tap (:class:`~privaudit.interop.flower.AuditTap`,
@@ -38,10 +39,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from flwr.clientapp.mod import fixedclipping_mod
+from flwr.clientapp.mod import adaptiveclipping_mod, fixedclipping_mod
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideAdaptiveClipping,
     DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyServerSideFixedClipping,
     FedAvg,
 )
@@ -57,7 +60,9 @@ from privaudit.interop.flower import AuditTap, tap_mod
 
 BUGS = ("sigma-squared", "per-tensor-clip", "unnoised-bias", "no-clipping", "noise-before-clipping", "same-seed",
         "realised-divisor")
-CORRECT = ("server-side", "client-side")
+CORRECT = ("server-side", "client-side", "server-side-adaptive", "client-side-adaptive")
+#: σ_b of the adaptive wrappers' noisy count (Flower's default m/20 refuses the examples' σ = 0.7 with m = 5)
+COUNT_STDDEV = 2.0
 
 
 @dataclass(frozen=True)
@@ -249,12 +254,16 @@ def run_flower(out: str | Path, *, bug: str | None = None, variant: str = "serve
     m = max(1, int(sizes.clients * sizes.fraction))
     inner = FedAvg(fraction_train=sizes.fraction, fraction_evaluate=0.0, min_train_nodes=m,
                    min_available_nodes=sizes.clients)
-    client_side = bug == "no-clipping" or (bug is None and variant == "client-side")
-    wrapper = {None: DifferentialPrivacyClientSideFixedClipping if client_side else DifferentialPrivacyServerSideFixedClipping,
-               "no-clipping": DifferentialPrivacyClientSideFixedClipping, "sigma-squared": SquaredSigma,
-               "per-tensor-clip": PerTensorClip, "unnoised-bias": UnnoisedBias, "noise-before-clipping": NoiseBeforeClipping,
-               "same-seed": SameSeed, "realised-divisor": ReplyDivisor}[bug]
-    strategy = wrapper(inner, sizes.sigma, sizes.clip, m)
+    client_side = bug == "no-clipping" or (bug is None and variant.startswith("client-side"))
+    if bug is None and variant.endswith("adaptive"):
+        adaptive = DifferentialPrivacyClientSideAdaptiveClipping if client_side else DifferentialPrivacyServerSideAdaptiveClipping
+        strategy = adaptive(inner, sizes.sigma, m, initial_clipping_norm=sizes.clip, clipped_count_stddev=COUNT_STDDEV)
+    else:
+        wrapper = {None: DifferentialPrivacyClientSideFixedClipping if client_side else DifferentialPrivacyServerSideFixedClipping,
+                   "no-clipping": DifferentialPrivacyClientSideFixedClipping, "sigma-squared": SquaredSigma,
+                   "per-tensor-clip": PerTensorClip, "unnoised-bias": UnnoisedBias,
+                   "noise-before-clipping": NoiseBeforeClipping, "same-seed": SameSeed, "realised-divisor": ReplyDivisor}[bug]
+        strategy = wrapper(inner, sizes.sigma, sizes.clip, m)
     tap = AuditTap(strategy, recorder=recorder, record_client_updates=True)
     dropout = sizes.dropout if bug != "realised-divisor" else max(sizes.dropout, 0.3)
     train_generator = torch.Generator().manual_seed(_entropy(seed, 4))
@@ -284,7 +293,8 @@ def run_flower(out: str | Path, *, bug: str | None = None, variant: str = "serve
 
             return Message(Error(code=0, reason="node failed"), reply_to=message)
 
-    mods = [tap_mod, fixedclipping_mod] if (client_side and bug != "no-clipping") else [tap_mod]
+    clipping_mod = adaptiveclipping_mod if variant.endswith("adaptive") and bug is None else fixedclipping_mod
+    mods = [tap_mod, clipping_mod] if (client_side and bug != "no-clipping") else [tap_mod]
     grid = InProcessGrid(with_mods(failing, mods), sizes.clients)
     tap.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()), num_rounds=sizes.rounds,
               train_config=ConfigRecord({}))

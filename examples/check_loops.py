@@ -158,6 +158,39 @@ def run_loop(out: str | Path, *, bug: str | None = None, seed: int = 0, sizes: L
     return Path(out)
 
 
+def run_local_loop(out: str | Path, *, seed: int = 0, noise_seed: int | None = None, clients: int = 4, rounds: int = 3,
+                   sizes: LoopSizes = LoopSizes()) -> Path:
+    """A local-DP loop (record level): every client clips its update to C, adds N(0, (2σC)²I) itself and sends the
+    result; the server averages what it receives. Recorded with each client's release and a record-level
+    ``GaussianRelease(clients, noise_std=2σC, clip=C, sensitivity=2C)`` (noise on a whole clipped update). The noise
+    cannot be separated from a client's data here, so ``check`` tests its randomness on the releases themselves
+    (:mod:`privaudit.check.local`). ``noise_seed``: the bug — every client re-seeds its noise generator with this seed
+    (the same noise in every release); None draws fresh noise."""
+    torch.manual_seed(seed)
+    data = digits_reference(sizes, seed)
+    model = make_model()
+    train_generator = torch.Generator().manual_seed(_unpredictable(seed, 5))
+    noise_generator = torch.Generator().manual_seed(_unpredictable(seed, 3))
+    clip, std = sizes.clip, 2 * sizes.sigma * sizes.clip
+    with FederationRecorder(out, model=model, dataset=data, seed=seed, overwrite=True, algorithm="local-dp-fedavg",
+                            config={"noise_seed": noise_seed}) as recorder:
+        for round_ in range(1, rounds + 1):
+            start = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            released = {}
+            for client in range(clients):
+                if noise_seed is not None:
+                    noise_generator = torch.Generator().manual_seed(noise_seed)
+                x, y = (torch.from_numpy(a) for a in data.client_data(client))
+                update = _clip({k: v - start[k] for k, v in local_sgd(start, x, y, sizes, train_generator).items()}, clip)
+                released[client] = {k: start[k] + u + torch.normal(0.0, std, size=u.shape, generator=noise_generator)
+                                    for k, u in update.items()}
+            model.load_state_dict({k: sum(r[k] for r in released.values()) / clients for k in start})
+            recorder.record_round(round_, global_model=model, client_releases=released, sampled_clients=list(released),
+                                  privacy_events=[GaussianRelease(list(released), noise_std=std, clip=clip,
+                                                                  sensitivity=2 * clip)])
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="checkpoint directory to write")

@@ -61,7 +61,10 @@ class AccountingCheck:
     """The accounting check (module docstring)."""
 
     name = NAME
-    statistical = False
+
+    def statistical(self, record: RunRecord) -> bool:
+        """Whether it takes a share of α on ``record``: an exact comparison: no share of α."""
+        return False
 
     def missing(self, record: RunRecord) -> tuple[str, ...]:
         return () if record.rounds > 0 else ("at least one recorded round",)

@@ -14,7 +14,7 @@ A check compares what a run *declares* (its ledger's mechanisms and their stated
 
 Deterministic checks (a norm above its clip, a count that contradicts a fixed-size sample, a release without a
 ledger event) have no false-flag probability beyond float rounding, which their tolerances cover: they take no share
-of α (:attr:`Check.statistical` is false).
+of α (:meth:`Check.statistical` is false).
 """
 
 from __future__ import annotations
@@ -153,41 +153,61 @@ def not_run(name: str, reason: str, needs: Sequence[str] = (), assumptions: Sequ
     return CheckResult(name, Status.NOT_RUN, reason, needs=tuple(needs), assumptions=tuple(assumptions))
 
 
-def decide(name: str, null: str, tests: Sequence[SubTest], level: float, *, assumptions: Sequence[str] = (),
-           needs: Sequence[str] = (), rounds: Sequence[int] = (), bound: CertifiedBound | None = None,
-           details: Mapping[str, Any] | None = None, passed_reason: str = "", events: Sequence[int] = ()) -> CheckResult:
-    """The result of a check made of ``tests``: failed when any rejects (its reason: the first that did), else passed.
+@dataclass(frozen=True)
+class Findings:
+    """What a check reports besides its sub-tests: what it assumed, what it needed that the run did not record, the
+    rounds (or ``events``: ledger indices) a failure concerns, a certified bound, details, and the one-line reason it
+    gives when it passes."""
 
-    The check's p-value is the Bonferroni-adjusted smallest sub-test p-value (min(1, m·min p) over the m tests that
-    have one); its statistic is that test's statistic.
+    assumptions: Sequence[str] = ()
+    needs: Sequence[str] = ()
+    rounds: Sequence[int] = ()
+    bound: CertifiedBound | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    passed_reason: str = ""
+    events: Sequence[int] = ()
+
+
+def decide(name: str, null: str, tests: Sequence[SubTest], level: float, findings: Findings | None = None) -> CheckResult:
+    """The result of a check made of ``tests``: failed when any rejects (its reason: the strongest rejection), else
+    passed.
+
+    Each sub-test ran at its own share of ``level`` (the check splits its level over its m sub-tests, Bonferroni), so
+    the check rejects its null at ``level``. Its p-value is the Bonferroni-adjusted smallest sub-test p-value
+    (min(1, m·min p) over the m tests that have one); its statistic is that test's statistic.
     """
+    findings = findings or Findings()
     rejected = [t for t in tests if t.rejected]
     with_p = [t for t in tests if t.p_value is not None]
     best = min(with_p, key=lambda t: t.p_value, default=None)  # type: ignore[arg-type, return-value]
     p_value = None if best is None else min(1.0, len(with_p) * float(best.p_value))  # type: ignore[arg-type]
     statistic = None if best is None else best.statistic
+    common = {"null": null, "p_value": p_value, "level": level, "assumptions": tuple(findings.assumptions),
+              "needs": tuple(findings.needs), "tests": tuple(tests), "bound": findings.bound,
+              "details": dict(findings.details)}
     if rejected:
         first = max(rejected, key=lambda t: t.strength)  # the strongest evidence first (exact rejections before all)
         reason = f"{first.name}: {first.detail}" if first.detail else first.name
-        return CheckResult(name, Status.FAILED, reason, null, _finite(first.statistic), p_value, level,
-                           tuple(assumptions), tuple(needs), tuple(tests), tuple(rounds), bound, dict(details or {}),
-                           tuple(events))
-    reason = passed_reason or f"no test rejected its null at its level ({len(tests)} test(s))"
-    return CheckResult(name, Status.PASSED, reason, null, statistic, p_value, level, tuple(assumptions), tuple(needs),
-                       tuple(tests), (), bound, dict(details or {}))
+        return CheckResult(name, Status.FAILED, reason, statistic=_finite(first.statistic), rounds=tuple(findings.rounds),
+                           events=tuple(findings.events), **common)
+    reason = findings.passed_reason or f"no test rejected its null at its level ({len(tests)} test(s))"
+    return CheckResult(name, Status.PASSED, reason, statistic=statistic, **common)
 
 
 @runtime_checkable
 class Check(Protocol):
     """A declared-vs-observed check (one module per family under :mod:`privaudit.check`).
 
-    ``name``: short, stable (``clipping``, ``noise``, ``randomness``, ``sampling``, ``accounting``); ``statistical``:
-    whether it takes a share of α; :meth:`missing`: what it needs that ``record`` lacks (empty: it can run);
-    :meth:`run`: the check at significance ``level`` (ignored by exact checks).
+    ``name``: short, stable (``clipping``, ``noise``, ``randomness``, ``sampling``, ``accounting``);
+    :meth:`statistical`: whether it takes a share of α on this run (decided before any check runs, from what the run
+    declares: the sampling check is exact for every client or a fixed-size sample, statistical for Poisson);
+    :meth:`missing`: what it needs that ``record`` lacks (empty: it can run); :meth:`run`: the check at significance
+    ``level`` (0 for a check that is not statistical on this run).
     """
 
     name: str
-    statistical: bool
+
+    def statistical(self, record: RunRecord) -> bool: ...
 
     def missing(self, record: RunRecord) -> tuple[str, ...]: ...
 

@@ -36,7 +36,10 @@ class ClippingCheck:
     """The clipping check (module docstring)."""
 
     name = NAME
-    statistical = False
+
+    def statistical(self, record: RunRecord) -> bool:
+        """Whether it takes a share of α on ``record``: an exact comparison: no share of α."""
+        return False
 
     def missing(self, record: RunRecord) -> tuple[str, ...]:
         if not record.declared.central:

@@ -8,8 +8,7 @@ them in fixed phrases, read here:
 * privaudit's own central DP (:mod:`privaudit.fl.privacy.central_dp`, ``dp-fedavg``; McMahan, Ramage, Talwar & Zhang
   2018): θ_r = θ_{r−1} + (Σ_k clip_C(Δ_k) + N(0, σ²C²I))/(q·N) — the clip and σ are read from the manifest's
   ``algorithm.privacy`` (exact; ``clip_history`` for adaptive clipping), the divisor q·N is the expected number of
-  clients (or the fixed sample size); the server clips. The ``paper`` and ``reference`` variants scale their noise by
-  unrecorded, data-dependent norms: their events are already invalid and the noise is not checkable.
+  clients (or the fixed sample size); the server clips.
 * Flower's fixed-clipping wrappers as the audit tap records them (:mod:`privaudit.interop.flower.tap`): the mean of
   the n updates that arrived plus N(0, (σC/m)²): noise std zC on their sum with z = σn/m, divisor n; clipped on the
   server (``DifferentialPrivacyServerSideFixedClipping``) or by the clients' ``fixedclipping_mod``.
@@ -23,7 +22,9 @@ them in fixed phrases, read here:
   taken to be the server (the releases are what the clients sent). :class:`Overrides` replaces any of these.
 
 Record-level events (a client's own releases, DP-SGD) and no-guarantee events are listed, not parsed: their noise
-cannot be separated from the client's data.
+cannot be separated from the client's data. A client-level event that states none of these phrases and that its producer
+already recorded as invalid (its ``note`` says why: e.g. noise scaled by unrecorded, data-dependent norms) declares no
+noise law to test: it is listed with the producer's reason, and ``--clip`` does not make it checkable.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from privaudit.accounting.ledger import SERVER, PrivacyEvent, PrivacyLedger
 from privaudit.accounting.mechanisms import Gaussian, Sampling, SubsampledGaussian
+from privaudit.check.base import MARK
 from privaudit.checks import finite_positive, parse_enum
 from privaudit.errors import InvalidParameterError
 
@@ -156,7 +158,6 @@ _FLOWER_COUNT = " count release (adaptive clipping"
 _FEDAVG = re.compile(r"^DP-FedAvg \(McMahan et al\. 2018\): each update clipped to C = " + _NUMBER
                      + r" over all aggregated parameters, N\(0, σ²C²\) with σ = " + _NUMBER
                      + r" on the sum, fixed denominator q·N = " + _NUMBER)
-_PRIVATEFL = ("PrivateFL Alg. 1", "PrivateFL reference code")
 _BITS = "adaptive clipping (Andrew et al. 2021)"
 
 
@@ -263,6 +264,10 @@ def declarations(ledger: PrivacyLedger, manifest: Mapping[str, Any], overrides: 
             problems[event.round] = f"a client-level {event.mechanism.describe()} event (not Gaussian): no noise law to check"
             continue
         release = _parse(event, index, manifest, population)
+        if release is None and not event.valid and not event.note.startswith(MARK):
+            problems[event.round] = (f"its producer recorded the event as invalid ({event.note or 'no reason given'}) and "
+                                     "states no noise law the check reads: nothing declared to test")
+            continue
         if release is None:
             problems[event.round] = ("the event does not say how its release was formed (no clip C in its assumptions): "
                                      "pass the clip")
@@ -284,12 +289,6 @@ def declarations(ledger: PrivacyLedger, manifest: Mapping[str, Any], overrides: 
 
 def _parse(event: PrivacyEvent, index: int, manifest: Mapping[str, Any], population: int) -> CentralRelease | None:
     for text in event.assumptions:
-        if text.startswith(_PRIVATEFL):
-            z, q, sampling = _mechanism(event)  # type: ignore[misc]
-            return CentralRelease(event.round, index, "PrivateFL central DP", z, None, None, q, sampling, population,
-                                  EXPECTED, ClipSite.SERVER,
-                                  problem="its noise is scaled by unprivatised, data-dependent norms that the run does not "
-                                          "record (the event is invalid already): no declared noise law to test")
         for pattern, build in ((_FEDAVG, lambda m: _from_fedavg(event, index, m, manifest, population)),
                                (_FLOWER, lambda m: _from_flower(event, index, m, population)),
                                (_FLOWER_ADAPTIVE, lambda m: _from_flower_adaptive(event, index, m, population)),

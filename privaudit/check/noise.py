@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats
 
 from privaudit.accounting.ledger import SERVER
-from privaudit.check.base import CertifiedBound, CheckResult, SubTest, decide, not_run
+from privaudit.check.base import CertifiedBound, CheckResult, Findings, SubTest, decide, not_run
 from privaudit.check.bound import claimed_epsilon, lower_epsilon
 from privaudit.check.declared import describe_declarations
 from privaudit.check.record import NEEDS_RELEASES, RunRecord
@@ -93,7 +93,10 @@ class NoiseCheck:
     """The noise check (module docstring)."""
 
     name = NAME
-    statistical = True
+
+    def statistical(self, record: RunRecord) -> bool:
+        """Whether it takes a share of α on ``record``: its tests are statistical wherever it runs."""
+        return True
 
     def __init__(self, delta: float = 1e-5, accountant: str = "auto", claimed: float | None = None) -> None:
         self.delta = delta
@@ -102,6 +105,10 @@ class NoiseCheck:
 
     def missing(self, record: RunRecord) -> tuple[str, ...]:
         if not record.declared.central:
+            problems = sorted(record.declared.problems.items())
+            if problems:  # client-level events it could not read: say why, round by round
+                return tuple(f"a client-level Gaussian release whose noise law the check reads (round {r}: {why})"
+                             for r, why in problems[:3])
             return ("a client-level Gaussian release of the model (central DP) in the ledger",)
         if not record.releases_recorded:
             return (NEEDS_RELEASES,)
@@ -147,10 +154,10 @@ class NoiseCheck:
                    "largest_update_norm": max((max(r.norms, default=0.0) for r in found.rounds), default=0.0),
                    "clip": found.rounds[0].release.clip}
         needs = (f"releases for {len(skipped)} round(s) left out",) if skipped else ()
-        result = decide(self.name, NULL, tests, level, assumptions=assumptions, needs=needs, rounds=rounds, bound=bound,
-                        details=details, passed_reason=f"the residuals of {len(rounds)} round(s) fit the declared noise "
-                                                       f"(measured/declared std {tests[0].statistic:.4g})")
-        return result
+        return decide(self.name, NULL, tests, level, Findings(
+            assumptions, needs, rounds, bound, details,
+            passed_reason=f"the residuals of {len(rounds)} round(s) fit the declared noise (measured/declared std "
+                          f"{tests[0].statistic:.4g})"))
 
     # -- sub-tests ---------------------------------------------------------------------------------------
     @staticmethod

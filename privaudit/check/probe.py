@@ -39,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 from privaudit.accounting.gaussian import gaussian_epsilon
-from privaudit.check.base import CertifiedBound, CheckResult, SubTest, decide
+from privaudit.check.base import CertifiedBound, CheckResult, Findings, SubTest, decide
 from privaudit.check.noise import log10_two_sided_chi2, two_sided_chi2
 from privaudit.checks import finite_positive, integer_at_least, probability_open
 from privaudit.errors import InvalidParameterError
@@ -71,6 +71,33 @@ def import_function(name: str) -> Callable:
     if not callable(target):
         raise InvalidParameterError(f"{name} is not callable")
     return target
+
+
+def probe_target(function: str | None, flower_factory: str | None) -> tuple[Callable, str]:
+    """(the function to probe, its label) from a ``package.module:function`` or a Flower strategy factory's name
+    (:func:`~privaudit.check.probe_flower.flower_aggregate` of what it returns); exactly one of the two is given."""
+    if (function is None) == (flower_factory is None):
+        raise InvalidParameterError("probe exactly one of a function (package.module:function) or a Flower strategy factory")
+    if function is not None:
+        return import_function(function), function
+    from privaudit.check.probe_flower import flower_aggregate
+
+    factory = import_function(flower_factory)  # type: ignore[arg-type]
+    try:
+        strategy = factory()
+    except Exception as exc:  # the user's factory: one line
+        raise InvalidParameterError(f"{flower_factory}() failed: {type(exc).__name__}: {exc}") from None
+    return flower_aggregate(strategy), f"Flower strategy from {flower_factory}"
+
+
+def probe_divisor(value: str | float | None) -> float | None:
+    """A probe's divisor A: a positive number (None: the number of updates, the default)."""
+    if value is None:
+        return None
+    try:
+        return finite_positive("divisor", float(value))
+    except ValueError:
+        raise InvalidParameterError(f"a probe's divisor is a positive number (default: the number of updates), got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -175,10 +202,11 @@ def run_probe(request: ProbeRequest) -> CheckResult:
     assumptions = (f"declared: clip C = {request.clip:g}, noise N(0, (zC)²I) on the sum with z = {request.noise_multiplier:g}, "
                    f"divided by A = {divisor:g}", f"{t} calls on each of two neighbouring inputs of {n} updates in {d} "
                    f"dimensions (an update of norm 10⁻⁶·C or a canary of norm {CANARY:g}·C)", f"sub-tests at α/5 = {share:.3g} each")
-    return decide(NAME, "the function releases the declared mechanism", tests, request.alpha, assumptions=assumptions,
-                  bound=bound, details={"function": request.label or str(request.function), "trials": t, "dimension": d,
-                                        "clients": n, "divisor": divisor, "tau": tau},
-                  passed_reason=f"{t} outputs per input fit the declared mechanism")
+    details = {"function": request.label or str(request.function), "trials": t, "dimension": d, "clients": n,
+               "divisor": divisor, "tau": tau}
+    return decide(NAME, "the function releases the declared mechanism", tests, request.alpha,
+                  Findings(assumptions, bound=bound, details=details,
+                           passed_reason=f"{t} outputs per input fit the declared mechanism"))
 
 
 def _epsilon_bound(request: ProbeRequest, scores_in: np.ndarray, scores_out: np.ndarray,

@@ -29,7 +29,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from privaudit.check.base import CheckResult, SubTest, decide, not_run
+from privaudit.check.base import CheckResult, Findings, SubTest, decide, not_run
 from privaudit.check.local import LocalRelease, local
 from privaudit.check.record import RunRecord
 from privaudit.check.residuals import residuals
@@ -44,13 +44,17 @@ from privaudit.check.seeds import (
 
 NAME = "randomness"
 NULL = "the noise of each checked round is a fresh isotropic Gaussian draw, independent of every other round's"
+LOCAL_NULL = "each client's release carries a fresh Gaussian draw, independent of every other release's"
 
 
 class RandomnessCheck:
     """The randomness check (module docstring). ``seeds``: the seed space S searched (0 skips the search)."""
 
     name = NAME
-    statistical = True
+
+    def statistical(self, record: RunRecord) -> bool:
+        """Whether it takes a share of α on ``record``: its tests are statistical wherever it runs."""
+        return True
 
     def __init__(self, seeds: int = DEFAULT_SEEDS) -> None:
         self.seeds = int(seeds)
@@ -73,6 +77,26 @@ class RandomnessCheck:
     def _searchable(self, record: RunRecord) -> bool:
         return self.seeds > 0 and bool(record.names) and record.parameter_order[:1] == record.names[:1]
 
+    def _not_searched(self, record: RunRecord) -> str | None:
+        """Why the seed search does not run on ``record`` (None: it runs)."""
+        if self.seeds <= 0:
+            return "small seed space: not searched (seed space 0: --seed-space 0)"
+        if not self._searchable(record):
+            return ("small seed space: the model's first tensor is not a checked (trainable) tensor, and the generators "
+                    "draw the first tensor's noise first")
+        return None
+
+    def _plan(self, record: RunRecord, samples: int, what: str) -> tuple[bool, bool, list[str], list[str]]:
+        """(repeats run, seed search runs, what the skipped sub-tests needed, what the ones that run assume)."""
+        repeats, search_ = samples > 1, self._searchable(record)
+        needs = [] if repeats else [f"repeated noise: two or more {what} (this run has {samples})"]
+        why = self._not_searched(record)
+        if why:
+            needs.append(why)
+        assumptions = [f"seed search: {', '.join(GENERATORS)} generators, seeds 0..{self.seeds - 1}, the first checked "
+                       "tensor's first draws in model order"] if search_ else []
+        return repeats, search_, needs, assumptions
+
     def run(self, record: RunRecord, level: float) -> CheckResult:
         found = residuals(record)
         if not found.rounds:
@@ -80,25 +104,28 @@ class RandomnessCheck:
             if len(releases) > 1 or (releases and self._searchable(record)):
                 return self._local(record, releases, level)
             return not_run(self.name, found.reason, self.missing(record))
-        planned = (len(found.rounds) > 1) + self._searchable(record)
+        repeats, search_, needs, assumed = self._plan(record, len(found.rounds), "checked rounds")
+        planned = repeats + search_
         if not planned:
             return not_run(self.name, "needs two or more checked rounds, or noise on the model's first tensor", self.missing(record))
         share = level / planned
         tests: list[SubTest] = []
         flagged: set[int] = set()
-        if len(found.rounds) > 1:
+        if repeats:
             test, rounds = self._repeats(found, share)
             tests.append(test)
             flagged |= rounds if test.rejected else set()
-        if self._searchable(record):
+        if search_:
             test, rounds = self._seeds(record, found, share)
             tests.append(test)
             flagged |= rounds if test.rejected else set()
-        assumptions = (f"sub-tests at α/{planned} = {share:.3g} each", f"seed search: {', '.join(GENERATORS)} generators, "
-                       f"seeds 0..{self.seeds - 1}, the first checked tensor's first draws")
-        return decide(self.name, NULL, tests, level, assumptions=assumptions, rounds=tuple(sorted(flagged)),
-                      details={"rounds": [r.round for r in found.rounds]},
-                      passed_reason=f"no repeated noise across {len(found.rounds)} round(s) and no seed found")
+        assumptions = ("the standardised residuals of the noise check (the noise, if the run does what it declares)",
+                       f"sub-tests at α/{planned} = {share:.3g} each (Bonferroni)", *assumed)
+        searched = " and no seed found" if search_ else ""
+        return decide(self.name, NULL, tests, level, Findings(
+            assumptions, needs, tuple(sorted(flagged)), details={"rounds": [r.round for r in found.rounds]},
+            passed_reason=(f"no repeated noise across {len(found.rounds)} round(s){searched}" if repeats
+                           else f"no seed found in round {found.rounds[0].round}")))
 
     @staticmethod
     def _repeats(found, level: float) -> tuple[SubTest, set[int]]:
@@ -143,27 +170,30 @@ class RandomnessCheck:
 
     # -- the clients' own releases (privaudit.check.local) -----------------------------------------------
     def _local(self, record: RunRecord, releases: list[LocalRelease], level: float) -> CheckResult:
-        planned = (len(releases) > 1) + self._searchable(record)
+        repeats, search_, needs, assumed = self._plan(record, len(releases), "client releases")
+        planned = repeats + search_
         share = level / planned
         tests: list[SubTest] = []
         flagged: set[int] = set()
-        if len(releases) > 1:
+        if repeats:
             test, events = _local_repeats(releases, share)
             tests.append(test)
             flagged |= events
-        if self._searchable(record):
+        if search_:
             test, events = self._local_seeds(record, releases, share)
             tests.append(test)
             flagged |= events
         sources = sorted({r.source for r in releases})
         assumptions = (f"the clients' own releases ({', '.join(sources)}): x = a + n with ‖a‖ ≤ b as declared, n fresh "
-                       "N(0, s²I); conservative p-values", f"sub-tests at α/{planned} = {share:.3g} each",
-                       f"seed search: {', '.join(GENERATORS)} generators, seeds 0..{self.seeds - 1}")
+                       "N(0, s²I); conservative p-values", f"sub-tests at α/{planned} = {share:.3g} each (Bonferroni)",
+                       *assumed)
         by_index = {r.event: r for r in releases}
-        return decide(self.name, "each client's release carries a fresh Gaussian draw, independent of every other release's",
-                      tests, level, assumptions=assumptions, rounds=tuple(sorted({by_index[e].round for e in flagged})),
-                      events=tuple(sorted(flagged)), details={"releases": len(releases)},
-                      passed_reason=f"no repeated noise across {len(releases)} client release(s) and no seed found")
+        searched = " and no seed found" if search_ else ""
+        return decide(self.name, LOCAL_NULL, tests, level, Findings(
+            assumptions, needs, tuple(sorted({by_index[e].round for e in flagged})), details={"releases": len(releases)},
+            passed_reason=(f"no repeated noise across {len(releases)} client release(s){searched}" if repeats
+                           else f"no seed found in the release of client {releases[0].client}"),
+            events=tuple(sorted(flagged))))
 
     def _local_seeds(self, record: RunRecord, releases: list[LocalRelease], level: float) -> tuple[SubTest, set[int]]:
         first = record.names[0]

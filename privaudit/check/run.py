@@ -3,10 +3,11 @@
 One typed request (:class:`CheckRequest`), one function (:func:`run_check`), one result (:class:`CheckReport`).
 
 **Statistical validity.** Under the null that the run implements what its ledger declares, the probability that
-``check`` flags it is at most α: the statistical checks that run (noise, randomness, sampling — those whose needs the
-run meets) each get α/k (Bonferroni over the k that run), and split their share again over their own sub-tests; the
-exact checks (clipping, accounting) compare numbers whose only error is float rounding, which their tolerances cover,
-and spend none of α. Power and the false-flag rate are measured, not assumed: ``benchmarks/check_bugs.py`` runs
+``check`` flags it is at most α: the statistical checks that run (noise, randomness, and sampling where it tests a
+declared Poisson sample — those whose needs the run meets, decided before any runs) each get α/k (Bonferroni over the
+k that run), and split their share again over their own sub-tests; the exact checks (clipping, accounting, sampling
+of every client or a fixed-size sample) compare numbers whose only error is float rounding, which their tolerances
+cover, and spend none of α. Power and the false-flag rate are measured, not assumed: ``benchmarks/check_bugs.py`` runs
 seeded-bug federations and correct ones (``reports/check-bugs.md``).
 
 **Readings.** A failed check marks the events it concerns invalid (:mod:`privaudit.check.marking`; with ``mark``, in
@@ -137,24 +138,30 @@ class CheckReport:
 
 
 def _checks(request: CheckRequest) -> list[Check]:
-    all_checks: list[Check] = [ClippingCheck(), NoiseCheck(request.delta, request.accountant, request.claimed_epsilon),
-                               RandomnessCheck(request.seeds), SamplingCheck(), AccountingCheck()]
-    return [c for c in all_checks if not request.only or c.name in request.only]
+    return [ClippingCheck(), NoiseCheck(request.delta, request.accountant, request.claimed_epsilon),
+            RandomnessCheck(request.seeds), SamplingCheck(), AccountingCheck()]
 
 
 def run_check(request: CheckRequest) -> CheckReport:
-    """Every check of ``request`` on its run (module docstring); bad input raises a :class:`PrivauditError`."""
+    """Every check of ``request`` on its run (module docstring); bad input raises a :class:`PrivauditError`.
+
+    A check left out by ``only`` is listed as not run, with that reason (it takes no share of α)."""
     record = RunRecord(request.run, request.overrides)
     checks = _checks(request)
-    needs = {c.name: c.missing(record) for c in checks}
-    statistical = [c for c in checks if c.statistical and not needs[c.name]]
+    left_out = {c.name for c in checks if request.only and c.name not in request.only}
+    needs = {c.name: ("not requested (--only " + " ".join(request.only) + ")",) if c.name in left_out else c.missing(record)
+             for c in checks}
+    statistical = [c for c in checks if not needs[c.name] and c.statistical(record)]
     share = request.alpha / len(statistical) if statistical else 0.0
     results = []
     for check in checks:
+        if check.name in left_out:
+            results.append(not_run(check.name, needs[check.name][0]))
+            continue
         if needs[check.name]:
             results.append(not_run(check.name, needs[check.name][0], needs[check.name]))
             continue
-        results.append(check.run(record, share if check.statistical else 0.0))
+        results.append(check.run(record, share if check in statistical else 0.0))
     results = [_with_declared_problems(r, record) for r in results]
     marked: tuple[str, ...] = ()
     written = False

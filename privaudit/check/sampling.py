@@ -31,7 +31,7 @@ import numpy as np
 from scipy import stats
 
 from privaudit.accounting.mechanisms import Sampling
-from privaudit.check.base import CheckResult, SubTest, decide, not_run
+from privaudit.check.base import CheckResult, Findings, SubTest, decide, not_run
 from privaudit.check.record import RunRecord
 
 NAME = "sampling"
@@ -106,7 +106,12 @@ class SamplingCheck:
     """The sampling check (module docstring)."""
 
     name = NAME
-    statistical = True
+
+    def statistical(self, record: RunRecord) -> bool:
+        """Whether it takes a share of α on ``record``: only a declared Poisson sample (q < 1) is tested statistically;
+        every client or a fixed-size sample is an exact count."""
+        groups, _ = _groups(record)
+        return any(g.rate < 1 and g.scheme is Sampling.POISSON for g in groups)
 
     def missing(self, record: RunRecord) -> tuple[str, ...]:
         if not record.declared.central:
@@ -142,11 +147,12 @@ class SamplingCheck:
             assumptions.append(f"Poisson tests at α/{planned} = {share:.3g} each (Bonferroni); Monte Carlo with {DRAWS} "
                                f"seeded draws")
         extra = (f"the clients sampled in round(s) {unobserved[:5]}",) if unobserved else ()
+        findings = Findings(assumptions, extra, tuple(sorted(flagged)),
+                            details={"groups": [{"sampling": g.label, "rounds": list(g.rounds), "counts": list(g.counts)}
+                                                for g in groups]},
+                            passed_reason="participation fits the declared sampling: " + "; ".join(g.label for g in groups))
         return decide(self.name, "the observed participation follows the declared client sampling", tests,
-                      level if planned else 0.0, assumptions=assumptions, needs=extra, rounds=tuple(sorted(flagged)),
-                      details={"groups": [{"sampling": g.label, "rounds": list(g.rounds), "counts": list(g.counts)}
-                                          for g in groups]},
-                      passed_reason="participation fits the declared sampling: " + "; ".join(g.label for g in groups))
+                      level if planned else 0.0, findings)
 
     @staticmethod
     def _exact(group: _Group) -> SubTest:

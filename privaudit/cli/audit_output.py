@@ -102,25 +102,39 @@ def _write_checkpoint_audit(request: AuditRequest, name: str, audit: Any, option
                                                                           seed=request.seed))
 
 
-def _one_run(request: AuditRequest, json_output: bool) -> None:
-    """``--checkpoint DIR --one-run --canaries m``: input canaries, one re-training, black-box scores."""
+def _run_checkpoint_audit(request: AuditRequest, json_output: bool, run: Any, options: Any,
+                          result_file: str) -> tuple[Any, Path] | None:
+    """Run a checkpoint audit on ``request.threads`` torch threads and write its result: ``(result, path)``, or None
+    when ``--json`` printed it."""
     import torch
 
-    checkpoint, options = request.checkpoint, request.one_run_options()
     torch.set_num_threads(request.threads)
-    result = checkpoint_one_run.run_one_run_audit(checkpoint, options, progress=request.progress)
-    written = _write_checkpoint_audit(request, checkpoint_one_run.RESULT_FILE, result, options)
+    result = run(request.checkpoint, options, progress=request.progress)
+    written = _write_checkpoint_audit(request, result_file, result, options)
     if json_output:
         print_json(result.data())
-        return
-    console = _console()
-    table = Table(title=f"one-run audit of {checkpoint}")
+        return None
+    return result, written
+
+
+def _bounds_table(title: str, bounds: Any) -> Table:
+    table = Table(title=title)
     for name in ("estimator", "ε lower bound", "α", "ceiling", "power (optimal attack, 2× claim)"):
         table.add_column(name)
-    for b in result.bounds:
+    for b in bounds:
         table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.significance:.3g}", f"{b.ceiling:.4g}",
                       "—" if b.power is None else f"≥ {b.power.lower:.2f}")
-    console.print(table)
+    return table
+
+
+def _one_run(request: AuditRequest, json_output: bool) -> None:
+    """``--checkpoint DIR --one-run --canaries m``: input canaries, one re-training, black-box scores."""
+    done = _run_checkpoint_audit(request, json_output, checkpoint_one_run.run_one_run_audit,
+                                 request.one_run_options(), checkpoint_one_run.RESULT_FILE)
+    if done is None:
+        return
+    (result, written), console = done, _console()
+    console.print(_bounds_table(f"one-run audit of {request.checkpoint}", result.bounds))
     console.print(f"claimed (ε, δ) = ({result.claimed_epsilon:.4g}, {result.delta:g}); {result.inserted} of {result.canaries} "
                   f"canaries inserted", highlight=False, markup=False)
     console.print(f"verdict: {result.verdict.verdict.value} — {result.verdict.reason}", highlight=False, markup=False)
@@ -129,16 +143,12 @@ def _one_run(request: AuditRequest, json_output: bool) -> None:
 
 def _gradient_canaries(request: AuditRequest, json_output: bool) -> None:
     """``--checkpoint DIR --gradient-canaries K``: white-box gradient canaries, every round's release observed."""
-    import torch
-
     checkpoint, options = request.checkpoint, request.gradient_canary_options()
-    torch.set_num_threads(request.threads)
-    result = gradient_canaries.run_gradient_canary_audit(checkpoint, options, progress=request.progress)
-    written = _write_checkpoint_audit(request, gradient_canaries.RESULT_FILE, result, options)
-    if json_output:
-        print_json(result.data())
+    done = _run_checkpoint_audit(request, json_output, gradient_canaries.run_gradient_canary_audit, options,
+                                 gradient_canaries.RESULT_FILE)
+    if done is None:
         return
-    console = _console()
+    (result, written), console = done, _console()
     details = result.details
     table = Table(title=f"gradient-canary audit of {checkpoint} ({options.view} view, white-box, every round)")
     for name in ("estimator", "ε lower bound", "μ lower bound", "α", "ceiling", "power (optimal attack, 2× claim)",
@@ -174,25 +184,15 @@ def _gradient_canaries(request: AuditRequest, json_output: bool) -> None:
 
 def _client_canaries(request: AuditRequest, json_output: bool) -> None:
     """``--checkpoint DIR --client-canaries m``: white-box canary clients, every global model observed."""
-    import torch
-
-    checkpoint, options = request.checkpoint, request.client_canary_options()
-    torch.set_num_threads(request.threads)
-    result = client_canaries.run_client_canary_audit(checkpoint, options, progress=request.progress)
-    written = _write_checkpoint_audit(request, client_canaries.RESULT_FILE, result, options)
-    if json_output:
-        print_json(result.data())
+    done = _run_checkpoint_audit(request, json_output, client_canaries.run_client_canary_audit,
+                                 request.client_canary_options(), client_canaries.RESULT_FILE)
+    if done is None:
         return
-    console = _console()
+    (result, written), console = done, _console()
     details = result.details
     how = "re-trained with them" if result.source == "re-run" else "recorded by the run's loop"
-    table = Table(title=f"canary-client audit of {checkpoint} ({result.canaries} canary clients, {how})")
-    for name in ("estimator", "ε lower bound", "α", "ceiling", "power (optimal attack, 2× claim)"):
-        table.add_column(name)
-    for b in result.bounds:
-        table.add_row(b.estimator, f"{b.epsilon_lb:.4g}", f"{b.significance:.3g}", f"{b.ceiling:.4g}",
-                      "—" if b.power is None else f"≥ {b.power.lower:.2f}")
-    console.print(table)
+    console.print(_bounds_table(f"canary-client audit of {request.checkpoint} ({result.canaries} canary clients, {how})",
+                                result.bounds))
 
     def say(text: str) -> None:
         console.print(text, highlight=False, markup=False)

@@ -14,13 +14,19 @@ one library function.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from privaudit.cli.common import cli_errors, print_json
 from privaudit.errors import InvalidParameterError
 from privaudit.request_checks import check_out_folder
+
+if TYPE_CHECKING:
+    from privaudit.check.probe import ProbeRequest
+    from privaudit.check.run import CheckRequest
 
 
 def register(app: typer.Typer) -> None:
@@ -67,67 +73,64 @@ def register(app: typer.Typer) -> None:
                                         "--probe-flower FACTORY")
         if out is not None:
             check_out_folder(out.parent)
+        output = Output(json_output, out)
         if probing:
-            code = _probe(probe, probe_flower, clip, noise_multiplier, clients, dimension, trials, divisor, alpha, delta,
-                          seed, json_output, out)
+            from privaudit.check.probe import ProbeRequest, probe_divisor, probe_target
+
+            if clip is None or noise_multiplier is None:
+                raise InvalidParameterError("a probe needs the declared mechanism: --clip C and --noise-multiplier z")
+            function, label = probe_target(probe, probe_flower)
+            code = _probe(ProbeRequest(function, clip=clip, noise_multiplier=noise_multiplier, clients=clients,
+                                       dimension=dimension, trials=trials, divisor=probe_divisor(divisor), alpha=alpha,
+                                       delta=delta, seed=seed, label=label), output)
         else:
-            code = _run(run, alpha, delta, claimed_epsilon, clip, divisor, clipped_at, seed_space, only, mark,
-                        json_output, out)
+            from privaudit.check.run import CheckRequest
+
+            code = _run(CheckRequest(run, alpha=alpha, delta=delta, claimed_epsilon=claimed_epsilon, clip=clip,  # type: ignore[arg-type]
+                                     divisor=divisor, clipped_at=clipped_at, seeds=seed_space, only=tuple(only),
+                                     mark=mark), output)
         raise typer.Exit(code)
 
 
-def _run(run, alpha, delta, claimed_epsilon, clip, divisor, clipped_at, seeds, only, mark, json_output, out) -> int:
-    from privaudit.check.run import CheckRequest, run_check
+@dataclass(frozen=True)
+class Output:
+    """Where the command's result goes: one JSON object on stdout (``json``) instead of the table, and a result file
+    for ``privaudit report`` (``out``)."""
 
-    request = CheckRequest(run, alpha=alpha, delta=delta, claimed_epsilon=claimed_epsilon, clip=clip, divisor=divisor,
-                           clipped_at=clipped_at, seeds=seeds, only=tuple(only), mark=mark)
+    json: bool = False
+    out: Path | None = None
+
+
+def _run(request: CheckRequest, output: Output) -> int:
+    from privaudit.check.run import run_check
+
     report = run_check(request)
     data = report.to_dict()
-    if out is not None:
-        _write(out, "check", f"privaudit check {report.run}", data, request)
-    if json_output:
+    if output.out is not None:
+        _write(output.out, f"privaudit check {report.run}", data, request)
+    if output.json:
         print_json(data)
     else:
-        _print(report, out)
+        _print(report, output.out)
     return report.exit_code
 
 
-def _probe(probe, probe_flower, clip, noise_multiplier, clients, dimension, trials, divisor, alpha, delta, seed,
-           json_output, out) -> int:
-    from privaudit.check.probe import ProbeRequest, import_function, run_probe
+def _probe(request: ProbeRequest, output: Output) -> int:
+    from privaudit.check.probe import run_probe
+    from privaudit.check.run import CHECK_SCHEMA
 
-    if clip is None or noise_multiplier is None:
-        raise InvalidParameterError("a probe needs the declared mechanism: --clip C and --noise-multiplier z")
-    function, label = probe, probe
-    if probe_flower is not None:
-        from privaudit.check.probe_flower import flower_aggregate
-
-        factory = import_function(probe_flower)
-        try:
-            strategy = factory()
-        except Exception as exc:  # the user's factory: one line
-            raise InvalidParameterError(f"{probe_flower}() failed: {type(exc).__name__}: {exc}") from None
-        function, label = flower_aggregate(strategy), f"Flower strategy from {probe_flower}"
-    fixed = None
-    if divisor is not None:
-        try:
-            fixed = float(divisor)
-        except ValueError:
-            raise InvalidParameterError("a probe's --divisor is a number (default: the number of updates)") from None
-    request = ProbeRequest(function, clip=clip, noise_multiplier=noise_multiplier, clients=clients, dimension=dimension,
-                           trials=trials, divisor=fixed, alpha=alpha, delta=delta, seed=seed, label=label or "")
     result = run_probe(request)
-    data = {"schema": "privaudit.check/1", "run": None, "probe": label, "alpha": alpha, "delta": delta,
+    data = {"schema": CHECK_SCHEMA, "run": None, "probe": request.label, "alpha": request.alpha, "delta": request.delta,
             "outcome": result.status.value, "checks": [result.to_dict()]}
-    if out is not None:
-        _write(out, "check", f"privaudit check --probe {label}", data, request)
-    if json_output:
+    if output.out is not None:
+        _write(output.out, f"privaudit check --probe {request.label}", data, request)
+    if output.json:
         print_json(data)
     else:
         from rich.console import Console
 
         console = Console()
-        console.print(f"probe of {label}: {result.status.value} — {result.reason}", highlight=False, markup=False)
+        console.print(f"probe of {request.label}: {result.status.value} — {result.reason}", highlight=False, markup=False)
         for test in result.tests:
             mark = "✗" if test.rejected else "✓"
             p = "exact" if test.p_value is None else f"p = {test.p_value:.3g}"
@@ -155,11 +158,11 @@ def _print(report, out: Path | None) -> None:
         console.print(f"written: {out}", highlight=False, markup=False)
 
 
-def _write(out: Path, kind: str, title: str, data: dict, request) -> None:
+def _write(out: Path, title: str, data: dict, request: CheckRequest | ProbeRequest) -> None:
     from dataclasses import asdict
 
     from privaudit.report.results import make_result, write_result
 
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(request).items() if not callable(v)}
     config = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool | list | tuple | type(None))}
-    write_result(out, make_result(kind, title, data, config))
+    write_result(out, make_result("check", title, data, config))

@@ -98,3 +98,12 @@ def test_adaptive_clipping_reads_the_mean_release_and_skips_the_count():
     joint = PrivacyEvent(SERVER, 1, SubsampledGaussian(0.69, 0.5, Sampling.POISSON), 1, (fedavg, count))
     (r,) = declarations(_ledger(joint), MANIFEST).central.values()
     assert r.multiplier == 0.7 and r.noise_std == pytest.approx(0.14) and not r.alone  # no bound from a joint event
+
+
+def test_an_event_its_producer_marked_invalid_without_a_noise_law_is_listed_with_its_reason():
+    event = PrivacyEvent(SERVER, 1, Gaussian(0.3), 1, ("noise scaled by the median update norm",), valid=False,
+                         note="the noise std uses an unprivatised median")
+    decl = declarations(_ledger(event), MANIFEST)
+    assert not decl.central and "unprivatised median" in decl.problems[1] and "nothing declared" in decl.problems[1]
+    # a clip given on the command line does not turn it into a declaration
+    assert not declarations(_ledger(event), MANIFEST, Overrides(clip=1.0)).central

@@ -29,6 +29,8 @@ def test_flowers_own_wrappers_pass(tmp_path, flower_examples, variant):
     assert not report.failed, report.reading
     assert results["noise"].status is Status.PASSED and results["sampling"].status is Status.PASSED
     assert (results["clipping"].status is Status.PASSED) == (variant == "client-side")
+    # a fixed-size sample is an exact count: it spends no α, and noise and randomness share it
+    assert results["sampling"].level == 0 and report.statistical == 2 and results["noise"].level == pytest.approx(0.025)
 
 
 #: the fast subset (CI); the others are the same kinds of bug as the loop's, which the fast suite covers
