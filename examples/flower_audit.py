@@ -20,6 +20,14 @@ when every node trains (``--fraction 1``, the default), not an upper bound when 
 ``--clients 10 --fraction 0.5 --noise 1 --rounds 10``, where Flower reports 19.05 and the rounds that ran have
 ε ≥ 31.27 at δ = 1e-5 (README, "Flower").
 
+``--canary-clients m`` adds m virtual canary clients (:class:`~privaudit.interop.flower.FlowerCanaryClients` around
+Flower's fixed-clipping wrapper, directions from :class:`~privaudit.interop.LoopCanaries`): each present by a fair
+coin, taking part in every round with every node (``--fraction 1``; client sampling is refused, see
+:mod:`privaudit.interop.flower.canary_clients`), its update c_k at the clip norm clipped, averaged and noised by Flower's wrapper, whose m counts the canaries; then
+``privaudit audit --checkpoint DIR --client-canaries m`` scores them on the recorded global models. Flower's own
+accountant is not run then (it would count a population without the canaries). m canaries need m ≤ the model's
+scalars: ``--hidden 256`` gives 19,210.
+
 ``--adaptive`` (or ``--adaptive client``) wraps FedAvg in Flower's adaptive-clipping wrapper instead
 (``DifferentialPrivacyServerSideAdaptiveClipping``, or ``DifferentialPrivacyClientSideAdaptiveClipping`` with
 ``adaptiveclipping_mod`` added to the ClientApp): σ is the noise multiplier z it is configured with, ``--clip`` the
@@ -27,7 +35,8 @@ initial clip norm and ``--count-stddev`` the noise σ_b of its clipped count (Fl
 z < m/10). The tap records both releases of every round (the count and the mean, at the clip norm of that round) and
 the run prints the clip norms C_t it went through; Flower's adaptive wrappers keep no ε of their own. Seeded
 (``--seed``): Flower's node sampling (Python's ``random``), the model's initialisation and every client's mini-batches;
-with ``--adaptive`` also Flower's DP noise (NumPy's global generator), which there steers the clip norm too.
+with ``--adaptive`` also Flower's DP noise (NumPy's global generator), which there steers the clip norm too, and
+with ``--canary-clients`` the noise, the canaries' directions, coins and sampling.
 """
 
 from __future__ import annotations
@@ -44,8 +53,8 @@ from torch import nn
 from privaudit.interop import DatasetReference, FederationRecorder
 
 
-def make_model() -> nn.Sequential:
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+def make_model(hidden: int = 32) -> nn.Sequential:
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
 def digits_partition(clients: int, per_client: int, seed: int) -> tuple[dict[int, list[int]], list[int]]:
@@ -60,30 +69,20 @@ def digits_partition(clients: int, per_client: int, seed: int) -> tuple[dict[int
     return parts, order[clients * per_client:].tolist()
 
 
-def build_app(out: Path, args: argparse.Namespace, mods=()):
-    """The Flower app, recording into ``out``; ``mods`` are appended to the ClientApp's mods (the canary audit's)."""
-    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-    from flwr.clientapp import ClientApp
+def dp_strategy(strategy, args: argparse.Namespace, net: nn.Module, sampled: int):
+    """``strategy`` under the DP wrapper the options ask for (none with ``--noise 0``), and the ClientApp's mods."""
     from flwr.clientapp.mod import adaptiveclipping_mod
-    from flwr.serverapp import NeighboringRelation, PrivacyConfig, RdpAccountant, SamplingMethod, ServerApp
+    from flwr.serverapp import NeighboringRelation, PrivacyConfig, RdpAccountant, SamplingMethod
     from flwr.serverapp.strategy import (
         DifferentialPrivacyClientSideAdaptiveClipping,
         DifferentialPrivacyServerSideAdaptiveClipping,
         DifferentialPrivacyServerSideFixedClipping,
-        FedAvg,
     )
 
     from privaudit.errors import InvalidParameterError
-    from privaudit.interop.flower import AuditTap, FlowerApp, tap_mod
+    from privaudit.interop import LoopCanaries
+    from privaudit.interop.flower import FlowerCanaryClients, tap_mod
 
-    parts, held_out = digits_partition(args.clients, args.per_client, args.seed)
-    data = DatasetReference.packaged("digits", partition=parts, non_members=held_out)
-    torch.manual_seed(args.seed)
-    net = make_model()
-    sampled = max(1, int(args.clients * args.fraction))
-    # min_train_nodes: FedAvg counts the connected nodes before waiting for them, so round 1 could sample fewer
-    strategy = FedAvg(fraction_train=args.fraction, fraction_evaluate=0.0, min_train_nodes=sampled,
-                      min_available_nodes=args.clients)
     client_mods = [tap_mod]
     if args.noise > 0 and args.adaptive:
         wrapper = (DifferentialPrivacyServerSideAdaptiveClipping if args.adaptive == "server"
@@ -95,10 +94,35 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
             raise InvalidParameterError(" ".join(str(exc).split())) from None
         if args.adaptive == "client":
             client_mods.append(adaptiveclipping_mod)  # clips to the C_t the wrapper sends, reports the norm bit
+    elif args.noise > 0 and args.canary_clients:  # virtual canary clients, clipped and noised by Flower's wrapper
+        canaries = LoopCanaries(net, count=args.canary_clients, clip=args.clip, first_id=args.clients, seed=args.seed)
+        dp = DifferentialPrivacyServerSideFixedClipping(strategy, args.noise, args.clip, sampled)
+        strategy = FlowerCanaryClients(dp, canaries, real_sampled=sampled)
     elif args.noise > 0:  # Flower's own accountant too: the tap keeps its ε beside privaudit's
         accountant = RdpAccountant(PrivacyConfig(1e-5, args.clients, NeighboringRelation.ADD_OR_REMOVE_ONE,
                                                  SamplingMethod.NO_AMPLIFICATION))
         strategy = DifferentialPrivacyServerSideFixedClipping(strategy, args.noise, args.clip, sampled, accountant=accountant)
+    return strategy, client_mods
+
+
+def build_app(out: Path, args: argparse.Namespace, mods=()):
+    """The Flower app, recording into ``out``; ``mods`` are appended to the ClientApp's mods (the canary audit's)."""
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import ServerApp
+    from flwr.serverapp.strategy import FedAvg
+
+    from privaudit.interop.flower import AuditTap, FlowerApp
+
+    parts, held_out = digits_partition(args.clients, args.per_client, args.seed)
+    data = DatasetReference.packaged("digits", partition=parts, non_members=held_out)
+    torch.manual_seed(args.seed)
+    net = make_model(args.hidden)
+    sampled = max(1, int(args.clients * args.fraction))
+    # min_train_nodes: FedAvg counts the connected nodes before waiting for them, so round 1 could sample fewer
+    strategy = FedAvg(fraction_train=args.fraction, fraction_evaluate=0.0, min_train_nodes=sampled,
+                      min_available_nodes=args.clients)
+    strategy, client_mods = dp_strategy(strategy, args, net, sampled)
     recorder = FederationRecorder(out, model=net, dataset=data, seed=args.seed, algorithm="flower-fedavg", framework="flwr",
                                   overwrite=args.overwrite)  # after the wrapper, which may refuse its settings
     tap = AuditTap(strategy, recorder=recorder, record_client_updates=args.record_client_updates)
@@ -111,7 +135,7 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
         partition = int(context.node_config["partition-id"])
         x, y = (torch.from_numpy(a) for a in data.client_data(partition))
         round_ = int(message.content["config"]["server-round"])
-        model = make_model()
+        model = make_model(args.hidden)
         model.load_state_dict(message.content["arrays"].to_torch_state_dict())
         generator = torch.Generator().manual_seed(args.seed * 100_003 + round_ * 1_009 + partition)
         optimiser = torch.optim.SGD(model.parameters(), lr=args.lr)
@@ -131,7 +155,7 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
     x_test, y_test = (torch.from_numpy(a) for a in (data.x[held_out], data.y[held_out]))
 
     def evaluate(round_: int, arrays: ArrayRecord) -> MetricRecord:
-        model = make_model()
+        model = make_model(args.hidden)
         model.load_state_dict(arrays.to_torch_state_dict())
         with torch.no_grad():
             logits = model(x_test)
@@ -143,8 +167,8 @@ def build_app(out: Path, args: argparse.Namespace, mods=()):
     @server_app.main()
     def main(grid, context) -> None:
         random.seed(args.seed)  # Flower samples nodes with Python's random
-        if args.adaptive:  # and draws its DP noise from NumPy's, which with adaptive clipping also steers C_t
-            np.random.seed(args.seed)
+        if args.adaptive or args.canary_clients:  # and draws its DP noise from NumPy's, which with adaptive
+            np.random.seed(args.seed)  # clipping also steers C_t (a canary-client audit is then reproducible too)
         tap.start(grid=grid, initial_arrays=ArrayRecord(net.state_dict()), num_rounds=args.rounds,
                   train_config=ConfigRecord({}), evaluate_fn=evaluate)
 
@@ -181,6 +205,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--canary-audit", type=int, default=0, metavar="M",
                         help="then re-run the app with M canaries (a client mod) and audit it in one run")
     parser.add_argument("--canary-client", type=int, default=0)
+    parser.add_argument("--canary-clients", type=int, default=0, metavar="M",
+                        help="add M virtual canary clients (each present by a fair coin, sampled like the nodes, clipped "
+                             "and noised by Flower's DP wrapper) and save them for `privaudit audit --client-canaries M`")
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units of the MLP (M canaries need M ≤ its scalars)")
     parser.add_argument("--canary-magnitude", type=float, default=None, help="canary norm (default: --clip)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true")
@@ -192,11 +220,26 @@ def main(argv: list[str] | None = None) -> None:
         if args.adaptive and args.canary_audit:
             raise InvalidParameterError("--canary-audit is not offered with --adaptive: the canary's norm would have to "
                                         "stay within every round's clip norm C_t, which moves")
+        if args.canary_clients and (args.adaptive or args.noise <= 0):
+            raise InvalidParameterError("--canary-clients needs Flower's fixed-clipping DP wrapper (--noise > 0, "
+                                        "no --adaptive)")
+        if args.canary_clients and args.canary_audit:
+            raise InvalidParameterError("--canary-clients and --canary-audit are two audits: run them one at a time")
+        if args.canary_clients and args.fraction < 1:
+            raise InvalidParameterError("--canary-clients needs every node every round (--fraction 1): with Flower's "
+                                        "fixed-size node sampling the canaries' own sampling has no proven accounting; "
+                                        "audit client sampling with a recorded loop (examples/byo_pytorch.py "
+                                        "--canary-clients) instead")
         out = Path(args.out)
         app = build_app(out, args)
         app.run(quiet=not args.verbose)
         final = app.tap.recorder.path
         print(f"recorded the Flower run in {final}")
+        if args.canary_clients:
+            canaries = app.tap.strategy.canaries
+            saved = canaries.save(final)
+            print(f"{len(canaries.client_ids)} of {canaries.count} canary clients present; saved {saved}\n"
+                  f"audit them: privaudit audit --checkpoint {final} --client-canaries {canaries.count}")
         if args.adaptive and args.noise > 0:
             from privaudit.fl.engine.checkpoint import TrainedFederation
             from privaudit.interop.flower.tap import CLIP_METRIC

@@ -12,6 +12,9 @@
 * :mod:`~privaudit.interop.flower.canary` — :class:`CanaryMod`, update-space canaries inserted by a client mod, and
   :func:`run_flower_canary_audit`, the one-run audit (Steinke, Nasr & Jagielski 2023) of a Flower app re-run with the
   mod added;
+* :mod:`~privaudit.interop.flower.canary_clients` — :class:`FlowerCanaryClients`, canary clients (Andrew et al.
+  2024) appended to the replies before Flower's DP wrapper clips and noises them, scored by
+  ``privaudit audit --checkpoint RUN --client-canaries m``;
 * :mod:`~privaudit.interop.flower.simulation` — :class:`FlowerApp` and :func:`run_simulation`, Flower's simulation
   engine (Ray) with privaudit's defaults.
 
@@ -37,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised only where the extra is miss
 _EXPORTS = {
     "AuditTap": "tap", "flower_dp_settings": "tap", "tap_mod": "tap",
     "CanaryMod": "canary", "FlowerCanaryOptions": "canary", "run_flower_canary_audit": "canary",
+    "FlowerCanaryClients": "canary_clients",
     "HostedStrategy": "hosted", "hosted_client_app": "hosted", "run_spec_in_flower": "hosted",
     "FlowerApp": "simulation", "run_simulation": "simulation",
 }
@@ -55,6 +59,7 @@ __all__ = [
     "AuditTap",
     "CanaryMod",
     "FlowerApp",
+    "FlowerCanaryClients",
     "FlowerCanaryOptions",
     "HostedStrategy",
     "flower_dp_settings",

@@ -35,6 +35,9 @@ before a server-side clip), the round's metrics (the wrapped strategy's and ``ev
   (:mod:`~privaudit.interop.flower.adaptive` derives the events: two Gaussians when every node trains, one fixed-size
   subsampled Gaussian of Thm 1's combined multiplier when m < N are sampled); invalid as for fixed clipping;
 * without a DP wrapper: every sampled client released its update without calibrated noise (``NoDP``: ε = ∞).
+* with :class:`~privaudit.interop.flower.canary_clients.FlowerCanaryClients` in the chain (virtual canary clients
+  appended to the replies before the DP wrapper): the canaries count in the round's population, sample and results
+  (the event's q and multiplier), never in the recorded partition or sampled clients.
 
 When the wrapper runs Flower's own accountant (``accountant=``), its ε is kept in the checkpoint beside privaudit's
 (``reported_epsilon``), with what that accountant composed (:func:`flower_accounting`), so ``compute-epsilon
@@ -77,6 +80,7 @@ from privaudit.accounting.mechanisms import Gaussian, Neighbouring, Sampling, Su
 from privaudit.accounting.reported import FrameworkAccounting
 from privaudit.errors import InvalidParameterError
 from privaudit.interop.flower.adaptive import AdaptiveRound, FlowerAdaptiveDP, adaptive_round_events
+from privaudit.interop.flower.canary_clients import FlowerCanaryClients
 from privaudit.interop.recorder import FederationRecorder
 from privaudit.interop.releases import NoDP
 
@@ -246,11 +250,13 @@ def largest_update_norm(replies, sent: ArrayRecord) -> float:
 
 
 def dp_round_event(dp: FlowerDP, round_: int, *, sampled: int, population: int, replied: int,
-                   weights: list[float] | None, largest_norm: float | None = None) -> PrivacyEvent | None:
+                   weights: list[float] | None, largest_norm: float | None = None,
+                   canaries: int = 0) -> PrivacyEvent | None:
     """The client-level event of one round of a Flower fixed-clipping wrapper (see the module docstring).
 
     ``largest_norm``: the largest update norm that arrived (client-side clipping only: the server trusts the
-    clients' ``fixedclipping_mod``, and an update longer than C shows it did not run).
+    clients' ``fixedclipping_mod``, and an update longer than C shows it did not run). ``canaries``: how many of the
+    ``sampled`` (and ``replied``) were virtual canary clients (:class:`FlowerCanaryClients`).
     """
     if replied == 0:
         return None
@@ -268,6 +274,9 @@ def dp_round_event(dp: FlowerDP, round_: int, *, sampled: int, population: int, 
         f"the sample size m = {dp.num_sampled_clients} is fixed and public (Flower derives it from the number of connected "
         "nodes, which adding or removing one client could change; the fixed-size analysis assumes it does not)",
     ]
+    if canaries:  # (the phrase's start is what privaudit check reads)
+        assumptions[1] = (f"{sampled} of {population} nodes sampled: {sampled - canaries} by Flower's sample_nodes (uniformly "
+                          f"without replacement) and {canaries} virtual canary clients (FlowerCanaryClients)")
     failures = []
     if not dp.mean_aggregation:
         failures.append(f"the wrapped strategy aggregates with {dp.aggregator}.aggregate_train, not FedAvg's mean: the noise "
@@ -315,6 +324,9 @@ class AuditTap(Strategy):
         wrappers = _dp_wrappers(strategy)
         #: the adaptive wrapper itself, whose clip norm moves every round (read before and after its aggregation)
         self._adaptive = wrappers[0] if wrappers and isinstance(wrappers[0], ADAPTIVE_WRAPPERS) else None
+        #: canary clients (:class:`FlowerCanaryClients`) the chain appends to the replies; never recorded as clients
+        canary_layers = [layer for layer in _chain(strategy) if isinstance(layer, FlowerCanaryClients)]
+        self._canaries = canary_layers[0] if canary_layers else None
         self._clip: float | None = None
         self._global: ArrayRecord | None = None
         self._sent: ArrayRecord | None = None
@@ -331,8 +343,9 @@ class AuditTap(Strategy):
         self._sent = arrays  # what the clients train from: their updates are measured against it
         self._clip = None if self._adaptive is None else float(self._adaptive.clipping_norm)  # C_t, before Flower moves it
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
-        self._sampled = len(messages)
-        self._population = len(list(grid.get_node_ids()))
+        virtual = self._canaries  # canary clients sampled with the nodes: part of the round's population and sample
+        self._sampled = len(messages) + (0 if virtual is None else len(virtual.round_canaries))
+        self._population = len(list(grid.get_node_ids())) + (0 if virtual is None else len(virtual.present))
         return messages
 
     def aggregate_train(self, server_round, replies):
@@ -359,6 +372,7 @@ class AuditTap(Strategy):
         client_clipped = self.dp is not None and self.dp.wrapper in ("DifferentialPrivacyClientSideFixedClipping",
                                                                      "DifferentialPrivacyClientSideAdaptiveClipping")
         largest = largest_update_norm(ok, self._sent) if client_clipped and ok and self._sent is not None else None
+        canaries_in = 0 if self._canaries is None or not ok else len(self._canaries.round_canaries)
         aggregated, metrics = self.strategy.aggregate_train(server_round, replies)
         released = aggregated is not None
         if released:
@@ -376,7 +390,8 @@ class AuditTap(Strategy):
             released = released or bool(events)  # a round that released only its count still used the clients' bits
         elif released and self.dp is not None:
             event = dp_round_event(self.dp, int(server_round), sampled=self._sampled, population=self._population,
-                                   replied=len(ok), weights=weights, largest_norm=largest)
+                                   replied=len(ok) + canaries_in, weights=weights, largest_norm=largest,
+                                   canaries=canaries_in)
             events = [] if event is None else [event]
         elif released and partitions:
             events = [NoDP(sorted(partitions), "Flower strategy without a DP wrapper: the update entered the global model "
