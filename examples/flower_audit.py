@@ -25,8 +25,8 @@ Flower's fixed-clipping wrapper, directions from :class:`~privaudit.interop.Loop
 coin, taking part in every round with every node (``--fraction 1``; client sampling is refused, see
 :mod:`privaudit.interop.flower.canary_clients`), its update c_k at the clip norm clipped, averaged and noised by Flower's wrapper, whose m counts the canaries; then
 ``privaudit audit --checkpoint DIR --client-canaries m`` scores them on the recorded global models. Flower's own
-accountant is not run then (it would count a population without the canaries). m canaries need m ≤ the model's
-scalars: ``--hidden 256`` gives 19,210.
+accountant is not run then (it would count a population without the canaries). m ≤ the model's scalars keeps
+their directions orthonormal: ``--hidden 256`` gives 19,210.
 
 ``--adaptive`` (or ``--adaptive client``) wraps FedAvg in Flower's adaptive-clipping wrapper instead
 (``DifferentialPrivacyServerSideAdaptiveClipping``, or ``DifferentialPrivacyClientSideAdaptiveClipping`` with

@@ -98,6 +98,21 @@ def test_every_present_canary_takes_part_in_every_round():
         assert strategy.round_canaries == present
 
 
+class _Grid:
+    def __init__(self, nodes: int) -> None:
+        self.nodes = nodes
+
+    def get_node_ids(self):
+        return list(range(self.nodes))
+
+
+def test_a_round_that_samples_fewer_than_every_node_is_refused():
+    base, _canaries, _dp, strategy = _setup(noise=1.0)  # the strategy configures 3 nodes
+    strategy.configure_train(1, ArrayRecord(base), None, _Grid(3))
+    with pytest.raises(InvalidParameterError, match="every node in every round"):
+        strategy.configure_train(2, ArrayRecord(base), None, _Grid(6))
+
+
 def test_the_example_refuses_canary_clients_under_client_sampling(tmp_path):
     done = _run("examples/flower_audit.py", "--out", str(tmp_path / "run"), "--fraction", "0.5", "--noise", "1",
                 "--canary-clients", "10", timeout=300)

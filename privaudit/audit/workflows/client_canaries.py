@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from privaudit.accounting.ledger import SERVER
 from privaudit.accounting.mechanisms import Gaussian, SubsampledGaussian
 from privaudit.audit.workflows.checkpoint_claim import (
     CheckpointAuditOptions,
@@ -175,24 +176,23 @@ def mechanism_mu(events) -> float | None:
             mu = 1.0 / m.noise_multiplier
         else:
             return None
-        per_client[e.client_id] = per_client.get(e.client_id, 0.0) + mu * mu
+        per_client[e.client_id] = per_client.get(e.client_id, 0.0) + e.count * mu * mu
     return math.sqrt(max(per_client.values())) if per_client else None
 
 
 def own_curve_family(checkpoint: Path) -> LedgerFamily | None:
     """The run's own trade-off curves (:class:`~privaudit.stats.ledger_family.LedgerFamily`) from its ledger: the
-    composition of the client with the most releases — under Poisson or fixed-size client sampling every client,
-    canary clients included, is released by the same subsampled Gaussian each round. None when some event is invalid
-    or not a (subsampled) Gaussian release, or no release is subsampled (then the Gaussian curve is the run's own)."""
+    client-level releases (recorded for ``"server"``: every client, canary clients included, is released by the same
+    subsampled Gaussian each round). None when some event is invalid or not a (subsampled) Gaussian release, or no
+    release is subsampled (then the Gaussian curve is the run's own)."""
     ledger = read_ledger(checkpoint)
-    events = ledger.events
+    events = ledger.events_for(SERVER)
     if not events or any(not e.valid or not isinstance(e.mechanism, (Gaussian, SubsampledGaussian)) for e in events):
         return None
     if not any(isinstance(e.mechanism, SubsampledGaussian) and e.mechanism.sample_rate < 1.0 for e in events):
         return None
-    client = max(ledger.clients(), key=lambda cid: sum(e.count for e in ledger.events_for(cid)))
     try:
-        return LedgerFamily(ledger.composition_for(client))
+        return LedgerFamily(ledger.composition_for(SERVER))
     except InvalidParameterError:
         return None
 
@@ -209,6 +209,18 @@ def _notes(scored: _Scored, claim: CheckpointClaim, family_reason: str) -> list[
     return notes
 
 
+def require_client_level(checkpoint: Path) -> None:
+    """Canary clients audit client-level DP: a ledger of releases over whole clients (recorded for ``"server"``) and
+    nothing else — record-level releases (DP-SGD in the clients) would leave a canary client's update un-noised."""
+    ledger = read_ledger(checkpoint)
+    others = sorted({e.client_id for e in ledger.events} - {SERVER})
+    if others or not ledger.events_for(SERVER):
+        shown = ", ".join(others[:3]) + (" …" if len(others) > 3 else "")
+        raise InvalidParameterError(f"{checkpoint}: canary clients audit client-level DP (releases over whole clients, "
+                                    f"recorded for 'server'); its ledger records releases of clients {shown or 'none'} "
+                                    "(record-level DP): use --one-run or --gradient-canaries")
+
+
 def run_client_canary_audit(checkpoint: str | Path, options: ClientCanaryOptions, *,
                             progress: bool = True) -> ClientCanaryAudit:
     """Score m canary clients of the checkpoint (recorded by its loop, or added to a re-run of its recipe) and bound ε
@@ -216,6 +228,7 @@ def run_client_canary_audit(checkpoint: str | Path, options: ClientCanaryOptions
     ``<out>/client-canaries.json``)."""
     started = time.perf_counter()
     checkpoint = Path(checkpoint)
+    require_client_level(checkpoint)
     claim = checkpoint_claim(checkpoint, options.delta, options.accountant, options.claimed_epsilon)
     scored = _recorded(checkpoint, options) or _rerun(checkpoint, options, progress)
     in_s, out_s = scored.scores[scored.inserted], scored.scores[~scored.inserted]

@@ -100,6 +100,12 @@ class FlowerCanaryClients(Strategy):
     # -- Flower's strategy interface ---------------------------------------------------------------------
     def configure_train(self, server_round, arrays, config, grid):
         messages = list(self.strategy.configure_train(server_round, arrays, config, grid))
+        nodes = len(list(grid.get_node_ids())) if grid is not None else len(messages)
+        if messages and len(messages) != nodes:
+            raise InvalidParameterError(f"FlowerCanaryClients needs every node in every round: round {server_round} "
+                                        f"sampled {len(messages)} of {nodes} nodes, and canaries taking part every "
+                                        "round would then be audited against a subsampled mechanism they are not in "
+                                        "(set the strategy's fraction_train to 1)")
         self._sent = {k: v.detach().clone() for k, v in arrays.to_torch_state_dict().items()}
         self.round_canaries = list(self.present) if messages else []
         return messages

@@ -144,7 +144,8 @@ def runs(tmp_path_factory):
     made = {}
     cdp = {"privacy": "cdp", "privacy_options": {"clip": 1.0, "noise": 1.0}}
     sampled = {**cdp, "clients_per_round": 0.5, "sampling": "poisson"}
-    for name, privacy in (("cdp", cdp), ("sampled", sampled), ("plain", {})):
+    record_level = {"privacy": "dp-sgd", "privacy_options": {"clip": 1.0, "noise": 4.0}}
+    for name, privacy in (("cdp", cdp), ("sampled", sampled), ("plain", {}), ("dp-sgd", record_level)):
         spec = TrainSpec(algorithm="fedavg", dataset="synthetic:iid", rounds=3, num_clients=6,
                          local=LocalTrainingConfig(epochs=1, batch_size=32, lr=0.1),
                          dataset_options={"dim": 20, "num_classes": 3}, **privacy)  # logreg: d = 63 scalars
@@ -196,5 +197,8 @@ def test_bad_client_canary_checkpoints(capsys, tmp_path, runs):
                          "--client-canaries", "10", match="records no training recipe")
     one_line_audit_error(capsys, "--checkpoint", str(runs["plain"]), "--client-canaries", "10", "--claimed-epsilon", "1",
                          match="canary clients audit client-level DP")
+    # record-level DP (DP-SGD in the clients): a canary client's update would pass un-noised, so it is refused
+    one_line_audit_error(capsys, "--checkpoint", str(runs["dp-sgd"]), "--client-canaries", "10",
+                         match="record-level DP")
     one_line_audit_error(capsys, "--claim", "pfa-heterogeneous-calibration", "--client-canaries", "10",
                          match="apply to --checkpoint audits only")
