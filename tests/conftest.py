@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -15,3 +17,22 @@ try:  # hypothesis: no per-example deadline and no "too slow" health check (both
     settings.load_profile("privaudit")
 except ImportError:  # hypothesis comes with the dev extra
     pass
+
+
+@pytest.fixture
+def papers(monkeypatch, request):
+    """Register the given attributes of the requesting test module as the only papers (privaudit.plugins), for one
+    test: ``papers("ALPHA", "BETA")``."""
+    from importlib import metadata
+
+    from privaudit import plugins
+
+    module = request.module.__name__
+
+    def install(*attributes):
+        entries = [metadata.EntryPoint(a.lower(), f"{module}:{a}", plugins.ENTRY_POINT_GROUP) for a in attributes]
+        monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: entries if group == plugins.ENTRY_POINT_GROUP else [])
+        plugins.papers.cache_clear()
+
+    yield install
+    plugins.papers.cache_clear()

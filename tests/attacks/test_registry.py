@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from importlib import metadata
 
 import pytest
 import torch
@@ -21,7 +20,6 @@ from attacks.inversion import (
     registered_attacks,
     release_update,
 )
-from privaudit import plugins
 from privaudit.errors import InvalidParameterError
 from privaudit.papers.fedreg.attacks import AdaptiveMGAttack
 from privaudit.plugins import Paper, Ref
@@ -112,19 +110,6 @@ PLUGGED = Paper("plugged", "Plugged", attacks={"echo": Ref(f"{__name__}:EchoAtta
                 defences={"quiet-sgd": Ref("attacks.inversion.release:FedSGDRelease")})
 NOT_AN_ATTACK = Paper("wrong", "Wrong", attacks={"echo": Ref("json:dumps")})
 SHADOWING = Paper("shadowing", "Shadowing", attacks={"ig": Ref(f"{__name__}:EchoAttack")})
-
-
-@pytest.fixture
-def papers(monkeypatch):
-    """Register the given module attributes of this test module as the only papers, for one test."""
-
-    def install(*attributes):
-        entries = [metadata.EntryPoint(a.lower(), f"{__name__}:{a}", plugins.ENTRY_POINT_GROUP) for a in attributes]
-        monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: entries if group == plugins.ENTRY_POINT_GROUP else [])
-        plugins.papers.cache_clear()
-
-    yield install
-    plugins.papers.cache_clear()
 
 
 def test_a_papers_attack_and_defence_join_the_registries_by_name(papers):

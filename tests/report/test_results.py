@@ -2,11 +2,9 @@
 
 import json
 import math
-from importlib import metadata
 
 import pytest
 
-from privaudit import plugins
 from privaudit.errors import InvalidParameterError
 from privaudit.plugins import EvidencePageRef, Paper, Ref
 from privaudit.report.results import RESULT_SCHEMA, evidence_pages, make_result, read_result, write_result
@@ -54,19 +52,6 @@ def test_required_keys_checked_when_made():
 ALPHA = Paper("alpha", "Alpha", evidence_pages=(
     EvidencePageRef("alpha-evidence", "alpha", Ref("json:dumps"), data_keys=("runs",), inputs=("figure",)),))
 CLASH = Paper("clash", "Clash", evidence_pages=(EvidencePageRef("ledger", "ledger", Ref("json:dumps")),))
-
-
-@pytest.fixture
-def papers(monkeypatch):
-    """Register the given module attributes of this test module as the only papers, for one test."""
-
-    def install(*attributes):
-        entries = [metadata.EntryPoint(a.lower(), f"{__name__}:{a}", plugins.ENTRY_POINT_GROUP) for a in attributes]
-        monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: entries if group == plugins.ENTRY_POINT_GROUP else [])
-        plugins.papers.cache_clear()
-
-    yield install
-    plugins.papers.cache_clear()
 
 
 def test_a_papers_evidence_kind_requires_the_keys_and_inputs_it_declares(papers):
